@@ -1,0 +1,69 @@
+"""Run the three codemods of the patch over one `layer.py` source text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile
+
+from codemods._base import PatchCommand
+from codemods.add_callspec_fast import AddCallSpecFastCommand
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module
+from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
+from codemods.precompute_fast_path_eligibility import (
+    PrecomputeFastPathEligibilityCommand,
+)
+
+#: The codemods of the patch, in the order they are applied.
+CODEMODS: tuple[type[PatchCommand], ...] = (
+    PrecomputeFastPathEligibilityCommand,
+    AddCallSpecFastCommand,
+    GuardCallSpecConstructionCommand,
+)
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    source: str
+    variant: str
+    #: Codemods that changed the source (the others found their piece present).
+    applied: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+
+def codemod_versions() -> tuple[tuple[str, str], ...]:
+    """(name, version) of every codemod, for the wheel's provenance."""
+    return tuple((c.__name__, c.VERSION) for c in CODEMODS)
+
+
+def patch_source(source: str, path: str = LAYER_PY) -> PatchResult:
+    """Insert every missing piece of the patch into `source`.
+
+    Raises `AnchorDrift` when an anchor is missing, duplicated or reshaped. An
+    already-patched source comes back byte-identical, with every codemod skipped.
+    """
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
+    variant = analyze_module(module, path).variant
+    applied: list[str] = []
+    skipped: list[str] = []
+    for command in CODEMODS:
+        try:
+            module = command(CodemodContext(filename=path)).transform_module(module)
+        except SkipFile:
+            skipped.append(command.__name__)
+        else:
+            applied.append(command.__name__)
+    result = module.code
+    final = analyze_module(cst.parse_module(result), path)
+    if not final.fully_applied:
+        missing = ", ".join(k for k, v in final.applied.items() if not v)
+        raise AnchorDrift(path, 1, "patch", "every piece present after the codemods", f"{missing} missing")
+    return PatchResult(source=result, variant=variant, applied=tuple(applied), skipped=tuple(skipped))

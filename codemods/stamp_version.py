@@ -1,0 +1,64 @@
+"""Stamp the fork's version into `keras/src/version.py` (a build step, not part of the patch)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from codemods.anchors import AnchorDrift
+
+#: Where every Keras 3 sdist keeps `__version__`, the setuptools version source.
+VERSION_PY = "keras/src/version.py"
+
+_VERSION_ASSIGN = m.Assign(
+    targets=[m.AssignTarget(target=m.Name("__version__"))], value=m.SimpleString()
+)
+
+
+def _version_statements(module: cst.Module) -> list[tuple[int, cst.SimpleStatementLine]]:
+    return [
+        (i, cst.ensure_type(s, cst.SimpleStatementLine))
+        for i, s in enumerate(module.body)
+        if m.matches(s, m.SimpleStatementLine(body=[_VERSION_ASSIGN]))
+    ]
+
+
+def _line(module: cst.Module, index: int) -> int:
+    """1-based line of the `index`-th top-level statement (after its leading lines)."""
+    before = module.with_changes(body=module.body[:index]).code
+    statement = module.body[index]
+    leading = len(statement.leading_lines) if isinstance(statement, cst.SimpleStatementLine) else 0
+    return before.count("\n") + leading + 1
+
+
+def read_version(source: str, path: str = VERSION_PY) -> str:
+    """The `__version__` string of a `version.py`."""
+    module = cst.parse_module(source)
+    found = _version_statements(module)
+    if len(found) != 1:
+        raise AnchorDrift(path, 1, "__version__", 'exactly one module-level `__version__ = "..."`', f"{len(found)}")
+    value = cst.ensure_type(cst.ensure_type(found[0][1].body[0], cst.Assign).value, cst.SimpleString).evaluated_value
+    return value if isinstance(value, str) else value.decode()
+
+
+def stamp_version(source: str, expected: str, new: str, path: str = VERSION_PY) -> str:
+    """Replace `__version__ = "<expected>"` by `new`, keeping the quote style.
+
+    Raises `AnchorDrift` unless there is exactly one such module-level
+    assignment and it holds `expected`.
+    """
+    module = cst.parse_module(source)
+    found = _version_statements(module)
+    if len(found) != 1:
+        raise AnchorDrift(path, 1, "__version__", 'exactly one module-level `__version__ = "..."`', f"{len(found)}")
+    index, statement = found[0]
+    line = statement
+    assign = cst.ensure_type(line.body[0], cst.Assign)
+    string = cst.ensure_type(assign.value, cst.SimpleString)
+    if string.evaluated_value != expected:
+        raise AnchorDrift(path, _line(module, index), "__version__", f"the version {expected!r}", repr(string.evaluated_value))
+    quote = string.quote
+    stamped = line.with_changes(
+        body=[assign.with_changes(value=string.with_changes(value=f"{string.prefix}{quote}{new}{quote}"))]
+    )
+    return module.with_changes(body=[*module.body[:index], stamped, *module.body[index + 1 :]]).code

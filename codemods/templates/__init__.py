@@ -1,0 +1,177 @@
+"""The code forkgen inserts, one template module per CallSpec variant.
+
+The template modules are real Python kept in the project, parsed with libcst
+and spliced into upstream's ``layer.py`` by the codemods; they are never
+imported (the names they use are bound only in the target module).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import (
+    BuiltinAssignment,
+    GlobalScope,
+    MetadataWrapper,
+    PositionProvider,
+    ScopeProvider,
+)
+
+#: Template module of each supported CallSpec variant.
+TEMPLATE_MODULES = {"V4": "callspec_v4.py"}
+
+#: Matches the anchor statement `self._call_signature = inspect.signature(self.call)`.
+CALL_SIGNATURE_STATEMENT = m.SimpleStatementLine(
+    body=[
+        m.Assign(
+            targets=[
+                m.AssignTarget(
+                    target=m.Attribute(
+                        value=m.Name("self"), attr=m.Name("_call_signature")
+                    )
+                )
+            ],
+            value=m.Call(
+                func=m.Attribute(value=m.Name("inspect"), attr=m.Name("signature")),
+                args=[
+                    m.Arg(
+                        value=m.Attribute(value=m.Name("self"), attr=m.Name("call")),
+                        keyword=None,
+                        star="",
+                    )
+                ],
+            ),
+        )
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    """The pieces of one variant's template, as libcst nodes ready to splice."""
+
+    variant: str
+    #: Top-level statements inserted before `class CallSpec`.
+    module_piece: tuple[cst.BaseStatement, ...]
+    #: Statements inserted right after the `_call_signature` anchor.
+    eligibility_piece: tuple[cst.BaseStatement, ...]
+    #: The `if` wrapping the upstream `CallSpec(...)` construction.
+    guard_piece: cst.If
+    #: The `_fast` classmethod appended to `class CallSpec`.
+    fast_piece: cst.FunctionDef
+    #: Names the module piece binds at module level.
+    defined_names: frozenset[str]
+    #: Names the pieces use that the target module must bind.
+    required_names: frozenset[str]
+
+
+def _class(module: cst.Module, name: str) -> cst.ClassDef:
+    found = [s for s in module.body if m.matches(s, m.ClassDef(name=m.Name(name)))]
+    if len(found) != 1:
+        raise ValueError(f"template must define exactly one class {name}")
+    return cst.ensure_type(found[0], cst.ClassDef)
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef:
+    body = cst.ensure_type(cls.body, cst.IndentedBlock).body
+    found = [s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))]
+    if len(found) != 1:
+        raise ValueError(f"template class {cls.name.value} must define {name}")
+    return cst.ensure_type(found[0], cst.FunctionDef)
+
+
+def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
+    return list(cst.ensure_type(fn.body, cst.IndentedBlock).body)
+
+
+def _bound_names(statements: tuple[cst.BaseStatement, ...]) -> frozenset[str]:
+    names: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            names.add(statement.name.value)
+            continue
+        for small in cst.ensure_type(statement, cst.SimpleStatementLine).body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    names.add(cst.ensure_type(target.target, cst.Name).value)
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    names.add(cst.ensure_type(bound, cst.Name).value)
+    return frozenset(names)
+
+
+def _free_names(
+    wrapper: MetadataWrapper, pieces: list[cst.CSTNode], defined: frozenset[str]
+) -> frozenset[str]:
+    """Global names the pieces read, minus builtins and what the pieces define."""
+    positions = wrapper.resolve(PositionProvider)
+    spans = [(positions[p].start.line, positions[p].end.line) for p in pieces]
+    names: set[str] = set()
+    for scope in set(wrapper.resolve(ScopeProvider).values()):
+        if scope is None:
+            continue
+        for access in scope.accesses:
+            node = access.node
+            if not isinstance(node, cst.Name):
+                continue
+            line = positions[node].start.line
+            if not any(start <= line <= end for start, end in spans):
+                continue
+            referents = access.referents
+            if any(isinstance(r, BuiltinAssignment) for r in referents):
+                continue
+            if all(isinstance(r.scope, GlobalScope) for r in referents):
+                names.add(node.value)
+    return frozenset(names - defined)
+
+
+@functools.lru_cache(maxsize=None)
+def load(variant: str) -> Template:
+    """Parse the template module of `variant` into its four pieces."""
+    filename = TEMPLATE_MODULES[variant]
+    source = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
+    wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    module = wrapper.module
+    layer = _class(module, "Layer")
+    callspec = _class(module, "CallSpec")
+
+    layer_index = module.body.index(layer)
+    module_piece = tuple(module.body[:layer_index])
+
+    init_body = _body(_method(layer, "__init__"))
+    anchors = [i for i, s in enumerate(init_body) if m.matches(s, CALL_SIGNATURE_STATEMENT)]
+    if len(anchors) != 1:
+        raise ValueError("template Layer.__init__ must contain the anchor once")
+    eligibility_piece = tuple(init_body[anchors[0] + 1 :])
+
+    call_body = _body(_method(layer, "__call__"))
+    guards = [s for s in call_body if isinstance(s, cst.If)]
+    if len(guards) != 1:
+        raise ValueError("template Layer.__call__ must contain one if")
+    guard_piece = cst.ensure_type(guards[0], cst.If)
+
+    fast_piece = _method(callspec, "_fast")
+
+    defined = _bound_names(module_piece)
+    pieces: list[cst.CSTNode] = [*module_piece, *eligibility_piece, guard_piece.test]
+    pieces.append(guard_piece.body)
+    pieces.append(fast_piece)
+    required = _free_names(wrapper, pieces, defined)
+    # Two blank lines between upstream's previous definition and the block.
+    first, *rest = module_piece
+    blank = (cst.EmptyLine(), cst.EmptyLine())
+    module_piece = (first.with_changes(leading_lines=[*blank, *first.leading_lines]), *rest)
+    return Template(
+        variant=variant,
+        module_piece=module_piece,
+        eligibility_piece=eligibility_piece,
+        guard_piece=guard_piece,
+        fast_piece=fast_piece,
+        defined_names=defined,
+        required_names=required,
+    )

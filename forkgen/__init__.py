@@ -1,0 +1,5 @@
+"""forkgen: carry the CallSpec fast path on top of upstream Keras, without a textual diff."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

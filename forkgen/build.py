@@ -1,0 +1,149 @@
+"""Build stage: stamp the fork's version and provenance into a copy of the tree, build the wheel."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import zipfile
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+import forkgen
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
+from codemods.stamp_version import VERSION_PY, stamp_version
+from forkgen.cmd import log, run, tail
+from forkgen.errors import BuildError, UpstreamDriftError
+from forkgen.fetch import sha256_of
+from forkgen.model import PatchedTree, Pin, Source, Wheel
+from forkgen.provenance import PROVENANCE_PY, parse_module, render_module
+
+
+def fork_version(upstream: str, label: str) -> str:
+    """The upstream version with the fork's PEP 440 local label, e.g. 3.15.1+fastcallspec.1."""
+    try:
+        version = Version(f"{upstream}+{label}")
+    except InvalidVersion:
+        raise BuildError(f"{upstream}+{label} is not a valid PEP 440 version") from None
+    return str(version)
+
+
+def source_date_epoch(source: Source | None) -> int:
+    """A timestamp derived from the pinned input: the newest member of the sdist."""
+    if source is None:
+        return 315532800  # 1980-01-01, the earliest time a zip file can hold
+    with tarfile.open(source.archive, "r:*") as tar:
+        return max(315532800, max(int(m.mtime) for m in tar.getmembers()))
+
+
+def make_provenance(
+    source: Source | None, tree: PatchedTree, pin: Pin, version: str, epoch: int
+) -> dict[str, Any]:
+    layer = (tree.root / LAYER_PY).read_bytes()
+    return {
+        "upstream": {
+            "distribution": pin.distribution,
+            "version": pin.version,
+            "sdist_sha256": source.sha256 if source else None,
+            "sdist": source.archive.name if source else None,
+        },
+        "fork_version": version,
+        "callspec_variant": tree.variant,
+        "codemods": {name: codemod_version for name, codemod_version in tree.codemods},
+        "forkgen_version": forkgen.__version__,
+        "source_date_epoch": epoch,
+        "build_timestamp": dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(),
+        "patched_files": {LAYER_PY: hashlib.sha256(layer).hexdigest()},
+    }
+
+
+def _stage(tree: PatchedTree, staging: Path, pin: Pin, version: str,
+           provenance: dict[str, Any], overlay: Path | None) -> None:
+    shutil.copytree(tree.root, staging, symlinks=True)
+    # setuptools regenerates the egg-info; a stale one would carry the upstream version.
+    for stale in staging.glob("*.egg-info"):
+        shutil.rmtree(stale)
+    version_py = staging / VERSION_PY
+    try:
+        stamped = stamp_version(version_py.read_bytes().decode("utf-8"), pin.version, version)
+    except FileNotFoundError:
+        raise UpstreamDriftError(f"upstream drift: {VERSION_PY} not found in {tree.root}") from None
+    except AnchorDrift as error:
+        raise UpstreamDriftError(f"upstream drift: {error}") from None
+    version_py.write_bytes(stamped.encode("utf-8"))
+    (staging / PROVENANCE_PY).write_text(render_module(provenance), encoding="utf-8")
+    if overlay is not None and overlay.is_dir():
+        for item in sorted(overlay.rglob("*")):
+            if item.is_file():
+                target = staging / item.relative_to(overlay)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(item, target)
+
+
+def _check_wheel(path: Path, pin: Pin, version: str, provenance: dict[str, Any]) -> None:
+    """The built wheel must carry the version, the provenance and the whole patch."""
+    name, wheel_version, _, _ = parse_wheel_filename(path.name)
+    if canonicalize_name(name) != canonicalize_name(pin.distribution) or str(wheel_version) != version:
+        raise BuildError(f"built {path.name}, expected {pin.distribution} {version}")
+    with zipfile.ZipFile(path) as wheel:
+        names = set(wheel.namelist())
+        for required in (LAYER_PY, PROVENANCE_PY, VERSION_PY):
+            if required not in names:
+                raise BuildError(f"built wheel {path.name} lacks {required}")
+        metadata_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = HeaderParser().parsestr(wheel.read(metadata_name).decode("utf-8"))
+        if metadata["Version"] != version:
+            raise BuildError(f"built wheel says version {metadata['Version']}, expected {version}")
+        if parse_module(wheel.read(PROVENANCE_PY).decode("utf-8")) != provenance:
+            raise BuildError(f"built wheel {path.name} carries different provenance")
+        try:
+            analysis = analyze_source(wheel.read(LAYER_PY).decode("utf-8"))
+        except AnchorDrift as error:
+            raise BuildError(f"the layer.py in the built wheel does not analyse: {error}") from None
+        if not analysis.fully_applied:
+            raise BuildError(f"the layer.py in the built wheel lacks the patch: {analysis.applied}")
+
+
+def build(
+    tree: PatchedTree,
+    source: Source | None,
+    pin: Pin,
+    out_dir: Path,
+    *,
+    overlay: Path | None = None,
+    isolated: bool = False,
+) -> Wheel:
+    """Build the fork's wheel from `tree` into `out_dir` with the PyPA build frontend."""
+    version = fork_version(pin.version, pin.local_label)
+    epoch = source_date_epoch(source)
+    provenance = make_provenance(source, tree, pin, version, epoch)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
+        staging = Path(tmp) / "src"
+        _stage(tree, staging, pin, version, provenance, overlay)
+        dist = Path(tmp) / "dist"
+        log(f"building {pin.distribution} {version} with the PyPA build frontend")
+        args = [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)]
+        if not isolated:
+            args.append("--no-isolation")
+        result = run([*args, str(staging)], env={"SOURCE_DATE_EPOCH": str(epoch)}, capture=True)
+        if result.returncode != 0:
+            hint = None
+            if "Missing dependencies" in result.stdout:
+                hint = "install the build requirements next to forkgen, or pass --isolated-build"
+            raise BuildError(f"python -m build failed:\n{tail(result.stdout, 12)}", hint=hint)
+        wheels = sorted(dist.glob("*.whl"))
+        if len(wheels) != 1:
+            raise BuildError(f"python -m build produced {len(wheels)} wheels, expected 1")
+        _check_wheel(wheels[0], pin, version, provenance)
+        target = out_dir / wheels[0].name
+        os.replace(wheels[0], target)
+    return Wheel(path=target, version=version, sha256=sha256_of(target))

@@ -1,0 +1,228 @@
+"""The `forkgen` command: chains the stages, prints results, maps errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import forkgen
+from codemods.stamp_version import VERSION_PY, read_version
+from forkgen import config as config_mod
+from forkgen import patch, pipeline, provenance
+from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
+from forkgen.fetch import default_cache_dir, fetch
+from forkgen.model import Anchors, Pin
+
+EPILOG = """\
+exit codes:
+  0   success
+  2   usage: bad arguments or configuration, output already present
+  3   fetch: the sdist could not be downloaded (no such version, index unreachable)
+  4   integrity: sha256 mismatch, corrupt or unsafe archive
+  5   upstream drift: an anchor is missing, not unique, or of an unknown shape
+  6   build: the wheel could not be built
+  70  internal error (a bug in forkgen; set FORKGEN_DEBUG=1 for the traceback)
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="pyproject.toml with [tool.forkgen] (default: nearest one from the current directory up)")
+
+
+def _release(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", dest="release", help="upstream release (default: the pinned one)")
+    parser.add_argument("--distribution", choices=config_mod.DISTRIBUTIONS, help="upstream distribution (default: the pinned one)")
+    parser.add_argument("--sha256", help="expected sha256 of the sdist (default: the pin, for the pinned release)")
+    parser.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="forkgen",
+        description="Carry the CallSpec fast path on top of upstream Keras and build a drop-in keras wheel.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-V", "--forkgen-version", action="version", version=f"forkgen {forkgen.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("fetch", help="download, verify and unpack the sdist; print the source directory")
+    _common(p)
+    _release(p)
+
+    p = sub.add_parser("analyze", help="report every anchor of the patch in a source tree")
+    _common(p)
+    p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("apply", help="write the patched copy of a source tree to DIR, atomically")
+    _common(p)
+    p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (must not exist)")
+
+    p = sub.add_parser("build", help="fetch, analyze, apply and build the wheel; print its path")
+    _common(p)
+    _release(p)
+    p.add_argument("--source", type=Path, metavar="SRC", help="build from this unpacked tree instead of fetching")
+    p.add_argument("--out-dir", type=Path, metavar="DIR", help="where the wheel goes (default: patched_keras/dist/)")
+    p.add_argument("--local-label", help="PEP 440 local label (default: the pin's, or $FORKGEN_LOCAL_LABEL)")
+    p.add_argument("--isolated-build", action="store_true", help="build in an isolated environment (downloads the build backend)")
+
+    p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
+    p.add_argument("wheel", type=Path, metavar="WHEEL")
+    p.add_argument("--json", action="store_true", help="print the provenance as JSON")
+    return parser
+
+
+def _pin(args: argparse.Namespace, cfg: config_mod.Config, *, version: str | None = None) -> Pin:
+    return config_mod.resolve_pin(
+        cfg,
+        distribution=args.distribution,
+        version=args.release or version,
+        sha256=args.sha256,
+        local_label=getattr(args, "local_label", None),
+    )
+
+
+def _workspace(cfg: config_mod.Config) -> Path:
+    return (cfg.path.parent if cfg.path else Path.cwd()) / "patched_keras"
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    cfg = config_mod.load(args.config)
+    source = fetch(_pin(args, cfg), args.cache_dir or default_cache_dir())
+    print(source.root)
+    return EXIT_OK
+
+
+def _anchors_json(anchors: Anchors) -> dict[str, Any]:
+    return {
+        "source": str(anchors.root),
+        "file": anchors.path,
+        "variant": anchors.variant,
+        "status": _status(anchors),
+        "anchors": [
+            {"name": a.name, "file": anchors.path, "line": a.line, "description": a.description}
+            for a in anchors.anchors
+        ],
+        "applied": anchors.applied,
+        "required_names": list(anchors.required_names),
+    }
+
+
+def _status(anchors: Anchors) -> str:
+    if all(anchors.applied.values()):
+        return "patched"
+    if any(anchors.applied.values()):
+        return "partially patched"
+    return "unpatched"
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    try:
+        anchors = patch.analyze(args.src)
+    except ForkgenError as error:
+        if args.json:
+            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        raise
+    if args.json:
+        print(json.dumps({"ok": True, **_anchors_json(anchors)}, indent=2))
+        return EXIT_OK
+    print(f"{anchors.path}: CallSpec variant {anchors.variant}")
+    for a in anchors.anchors:
+        print(f"  {anchors.path}:{a.line}: {a.name}: {a.description}")
+    print(f"  names the inserted code uses, all bound: {', '.join(anchors.required_names)}")
+    pieces = ", ".join(f"{k} {'present' if v else 'absent'}" for k, v in anchors.applied.items())
+    print(f"  patch: {_status(anchors)} ({pieces})")
+    print("the patch can be applied" if _status(anchors) != "patched" else "the patch is already applied")
+    return EXIT_OK
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    tree = patch.apply(args.src, args.out)
+    if not tree.changed:
+        print("already patched: nothing changed", file=sys.stderr)
+    print(tree.root)
+    return EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    cfg = config_mod.load(args.config)
+    version = None
+    if args.source is not None and args.release is None:
+        version_py = args.source / VERSION_PY
+        if version_py.is_file():
+            version = read_version(version_py.read_text(encoding="utf-8"))
+    pin = _pin(args, cfg, version=version)
+    workspace = _workspace(cfg)
+    wheel = pipeline.build_fork(
+        pin,
+        cache_dir=args.cache_dir or default_cache_dir(),
+        workspace=workspace,
+        out_dir=args.out_dir or workspace / "dist",
+        source_root=args.source,
+        overlay=cfg.overlay,
+        isolated=args.isolated_build,
+    )
+    print(wheel.path)
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    data = provenance.read_wheel(args.wheel)
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+        return EXIT_OK
+    upstream = data.get("upstream", {})
+    print(f"wheel:            {data['wheel']['name']} {data['wheel']['version']}")
+    print(f"upstream:         {upstream.get('distribution')} {upstream.get('version')}")
+    print(f"sdist:            {upstream.get('sdist')}")
+    print(f"sdist sha256:     {upstream.get('sdist_sha256')}")
+    print(f"CallSpec variant: {data.get('callspec_variant')}")
+    print("codemods:")
+    for name, version in sorted(data.get("codemods", {}).items()):
+        print(f"  {name} {version}")
+    print(f"forkgen:          {data.get('forkgen_version')}")
+    print(f"built at:         {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')})")
+    for path, digest in sorted(data.get("patched_files", {}).items()):
+        print(f"patched:          {path} sha256 {digest}")
+    return EXIT_OK
+
+
+COMMANDS = {
+    "fetch": cmd_fetch,
+    "analyze": cmd_analyze,
+    "apply": cmd_apply,
+    "build": cmd_build,
+    "inspect": cmd_inspect,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (see EPILOG)."""
+    args = make_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ForkgenError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        if error.hint:
+            print(f"hint: {error.hint}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the one place that turns bugs into an exit code
+        if os.environ.get("FORKGEN_DEBUG"):
+            traceback.print_exc()
+        print(f"error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        print("hint: this is a bug in forkgen; rerun with FORKGEN_DEBUG=1 and report the traceback", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+__all__ = ["main", "UsageError"]

@@ -1,0 +1,128 @@
+"""The pin: `[tool.forkgen]` in pyproject.toml, overridable from the command line."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkgen.errors import UsageError
+from forkgen.model import Pin
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LABEL = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
+DISTRIBUTIONS = ("keras", "keras-nightly")
+
+
+@dataclass(frozen=True)
+class Config:
+    """`[tool.forkgen]` of the project, with the file it came from."""
+
+    path: Path | None
+    pin: Pin | None
+    #: Directory whose files the fork adds over upstream's (its README).
+    overlay: Path | None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.forkgen] table, from `start` upwards."""
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            if "forkgen" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def validate_sha256(value: str, where: str) -> str:
+    value = value.strip().lower()
+    if not _SHA256.fullmatch(value):
+        raise UsageError(f"{where}: {value!r} is not a sha256 (64 hex digits)")
+    return value
+
+
+def validate_label(value: str, where: str) -> str:
+    if not _LABEL.fullmatch(value):
+        raise UsageError(
+            f"{where}: {value!r} is not a PEP 440 local version label",
+            hint="use lower-case letters, digits and dots, e.g. fastcallspec.1",
+        )
+    return value
+
+
+def load(path: Path | None = None) -> Config:
+    """Read `[tool.forkgen]` from `path`, or from the nearest pyproject.toml that has it."""
+    if path is None:
+        path = find_pyproject(Path.cwd())
+        if path is None:
+            return Config(path=None, pin=None, overlay=None)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{path}: invalid TOML: {error}") from None
+    table = data.get("tool", {}).get("forkgen")
+    if not isinstance(table, dict):
+        raise UsageError(f"{path} has no [tool.forkgen] table")
+    where = f"{path} [tool.forkgen]"
+    missing = [k for k in ("distribution", "version", "sha256") if k not in table]
+    if missing:
+        raise UsageError(f"{where}: missing {', '.join(missing)}")
+    distribution = str(table["distribution"])
+    if distribution not in DISTRIBUTIONS:
+        raise UsageError(f"{where}: distribution must be one of {', '.join(DISTRIBUTIONS)}")
+    pin = Pin(
+        distribution=distribution,
+        version=str(table["version"]),
+        sha256=validate_sha256(str(table["sha256"]), f"{where} sha256"),
+        local_label=validate_label(str(table.get("local-label", "fastcallspec.1")), f"{where} local-label"),
+    )
+    overlay = table.get("overlay")
+    return Config(
+        path=path,
+        pin=pin,
+        overlay=(path.parent / str(overlay)) if overlay else None,
+    )
+
+
+def resolve_pin(
+    config: Config,
+    *,
+    distribution: str | None = None,
+    version: str | None = None,
+    sha256: str | None = None,
+    local_label: str | None = None,
+) -> Pin:
+    """The pin to use: the config's, with command-line values taking precedence.
+
+    A version other than the pinned one has no known sha256 unless `sha256` is
+    given; it is then verified on first use only (see `fetch`).
+    """
+    base = config.pin
+    if base is None and version is None:
+        raise UsageError(
+            "no pinned Keras release: no pyproject.toml with [tool.forkgen] here or above",
+            hint="run from the forkgen checkout, pass --config PATH, or pass --version (and --sha256)",
+        )
+    dist = distribution or (base.distribution if base else "keras")
+    if dist not in DISTRIBUTIONS:
+        raise UsageError(f"--distribution must be one of {', '.join(DISTRIBUTIONS)}")
+    ver = version or (base.version if base else "")
+    same_release = base is not None and base.distribution == dist and base.version == ver
+    pinned_sha = base.sha256 if same_release and base is not None else None
+    if sha256 is not None:
+        pinned_sha = validate_sha256(sha256, "--sha256")
+    label = (
+        local_label
+        or os.environ.get("FORKGEN_LOCAL_LABEL")
+        or (base.local_label if base else "fastcallspec.1")
+    )
+    label = validate_label(label, "local label")
+    return Pin(distribution=dist, version=ver, sha256=pinned_sha, local_label=label)

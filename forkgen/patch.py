@@ -1,0 +1,74 @@
+"""Analyze and apply stages: run the codemods over a source tree, atomically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
+from codemods.patch import codemod_versions, patch_source
+from forkgen.cmd import log
+from forkgen.errors import UpstreamDriftError, UsageError
+from forkgen.model import Anchors, PatchedTree
+
+
+def _drift(error: AnchorDrift) -> UpstreamDriftError:
+    return UpstreamDriftError(f"upstream drift: {error}")
+
+
+def _read_layer(root: Path) -> str:
+    if not root.is_dir():
+        raise UsageError(f"source tree {root} does not exist or is not a directory")
+    layer = root / LAYER_PY
+    if not layer.is_file():
+        raise UpstreamDriftError(
+            f"upstream drift: {root}: no {LAYER_PY}",
+            hint="SRC must be the root of an unpacked Keras 3 sdist (the directory holding pyproject.toml and keras/)",
+        )
+    return layer.read_bytes().decode("utf-8")
+
+
+def analyze(root: Path) -> Anchors:
+    """Locate every anchor of the patch in the tree at `root`."""
+    try:
+        analysis = analyze_source(_read_layer(root), LAYER_PY)
+    except AnchorDrift as error:
+        raise _drift(error) from None
+    return Anchors(
+        root=root,
+        path=analysis.path,
+        variant=analysis.variant,
+        anchors=analysis.anchors,
+        applied=dict(analysis.applied),
+        required_names=analysis.required_names,
+    )
+
+
+def apply(root: Path, out: Path) -> PatchedTree:
+    """Write the patched copy of the tree at `root` to `out`, which must not exist.
+
+    `out` appears only once complete: the copy is made next to it and renamed.
+    """
+    if out.exists():
+        raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
+    source = _read_layer(root)
+    try:
+        result = patch_source(source, LAYER_PY)
+    except AnchorDrift as error:
+        raise _drift(error) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    try:
+        staged = tmp / "tree"
+        shutil.copytree(root, staged, symlinks=True)
+        (staged / LAYER_PY).write_bytes(result.source.encode("utf-8"))
+        os.replace(staged, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if result.changed:
+        log(f"patched {LAYER_PY} (variant {result.variant}): {', '.join(result.applied)}")
+    else:
+        log(f"{LAYER_PY} is already patched; nothing changed")
+    return PatchedTree(root=out, variant=result.variant, codemods=codemod_versions(), changed=result.changed)

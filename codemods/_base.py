@@ -22,11 +22,16 @@ class PatchCommand(VisitorBasedCodemodCommand):
 
     #: Key of the piece in `Analysis.applied`.
     PIECE: ClassVar[str]
+    #: Which of Layer's methods the codemod rewrites statements in (None: none).
+    DESCEND_INTO: ClassVar[str | None] = None
     #: Bumped whenever the inserted code changes; recorded in the wheel's provenance.
     VERSION: ClassVar[str]
 
-    def __init__(self, context: CodemodContext) -> None:
+    def __init__(self, context: CodemodContext, analysis: Analysis | None = None) -> None:
+        """`analysis`, when given, must be that of the module to transform
+        (forkgen's pipeline passes it to avoid analysing the module three times)."""
         super().__init__(context)
+        self._given_analysis = analysis
         self._analysis: Analysis | None = None
         self._template: Template | None = None
 
@@ -40,9 +45,27 @@ class PatchCommand(VisitorBasedCodemodCommand):
         assert self._template is not None, "transform_module_impl sets it"
         return self._template
 
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        # No metadata is needed (the analysis has its own), so skip the deep
+        # copy that `Codemod.transform_module` makes for a MetadataWrapper.
+        return self.transform_module_impl(tree)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        # Only Layer's body holds statements to rewrite; CallSpec is rewritten
+        # as a whole in `leave_ClassDef`. Skipping the rest keeps a pass over
+        # Keras's 2,000-line layer.py cheap.
+        return self.DESCEND_INTO is not None and node is self.analysis.layer_class
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        if self.DESCEND_INTO == "__init__":
+            return node is self.analysis.layer_init
+        if self.DESCEND_INTO == "__call__":
+            return node is self.analysis.layer_call
+        return False
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY
-        self._analysis = analyze_module(tree, path)
+        self._analysis = self._given_analysis or analyze_module(tree, path)
         if self._analysis.applied[self.PIECE]:
             raise SkipFile(f"{self.PIECE} is already applied")
         self._template = templates.load(self._analysis.variant)

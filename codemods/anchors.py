@@ -6,25 +6,22 @@ inserted code uses are bound in the module, and tells which pieces of the patch
 are already present. Anything unexpected raises :class:`AnchorDrift`, which
 names the file, the line, the anchor, what was expected and what was found.
 
-Pure: source text in, facts out.
+Pure: source text in, facts out. Whole-module scans (counting every write to
+`_call_signature`, module bindings, line numbers) use the `ast` module, which is
+fast; the shapes that decide what the codemods rewrite are matched with
+`libcst.matchers` on the few small subtrees involved (Layer.__init__,
+Layer.__call__, CallSpec), so that analysing Keras's 2,000-line layer.py takes
+a fraction of a second.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import (
-    ExpressionContext,
-    ExpressionContextProvider,
-    GlobalScope,
-    MetadataWrapper,
-    ParentNodeProvider,
-    PositionProvider,
-    ScopeProvider,
-)
 
 from codemods import templates
 from codemods.templates import CALL_SIGNATURE_STATEMENT, Template
@@ -89,6 +86,9 @@ class Analysis:
     call_signature_statement: cst.SimpleStatementLine = field(repr=False)
     callspec_class: cst.ClassDef = field(repr=False)
     construction_statement: cst.SimpleStatementLine = field(repr=False)
+    layer_class: cst.ClassDef = field(repr=False)
+    layer_init: cst.FunctionDef = field(repr=False)
+    layer_call: cst.FunctionDef = field(repr=False)
 
     @property
     def fully_applied(self) -> bool:
@@ -254,128 +254,174 @@ _VARIANTS: dict[str, tuple[tuple[str, ...], tuple[_Fingerprint, ...]]] = {
 _KNOWN_UNSUPPORTED = {("self", "signature", "args", "kwargs"): "V1-V3 (Keras 3.0-3.9)"}
 
 
+_WATCHED_ATTRIBUTES = frozenset({"_call_signature", "_call_spec_fast_plan", "_call_spec_fast_path"})
+
+
+@dataclass(frozen=True)
+class _Found:
+    """An ast node found by `_scan`, with the statement holding it and where that is."""
+
+    node: ast.AST
+    statement: ast.stmt
+    #: The node whose body holds `statement` (a def, class, if, ... or the module).
+    block_owner: ast.AST
+    qualname: str
+
+
+def _scan(root: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[_Found]:
+    """Every node below `root` satisfying `predicate`, in one pass."""
+    found: list[_Found] = []
+    stack: list[tuple[ast.AST, ast.stmt | None, ast.AST, tuple[str, ...]]] = [(root, None, root, ())]
+    while stack:
+        node, statement, owner, names = stack.pop()
+        if predicate(node) and statement is not None:
+            found.append(_Found(node, statement, owner, ".".join(names) or "<module>"))
+        child_names = names
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            child_names = (*names, node.name)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                stack.append((child, child, node, child_names))
+            else:
+                stack.append((child, statement, owner, child_names))
+    return sorted(found, key=lambda f: (getattr(f.node, "lineno", 0), getattr(f.node, "col_offset", 0)))
+
+
+class _SubtreeNodes(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.nodes: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.nodes.append(node)
+        return True
+
+
+def _subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node of `root`'s subtree, collected in one traversal."""
+    collector = _SubtreeNodes()
+    root.visit(collector)
+    return collector.nodes
+
+
 class _Analyzer:
-    def __init__(self, module: cst.Module, path: str) -> None:
+    def __init__(self, module: cst.Module, path: str, source: str | None = None) -> None:
         self.path = path
-        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.module = module
-        self.positions = self.wrapper.resolve(PositionProvider)
-        self.parents = self.wrapper.resolve(ParentNodeProvider)
-        self.contexts = self.wrapper.resolve(ExpressionContextProvider)
-        self.scopes = self.wrapper.resolve(ScopeProvider)
+        self.source = source if source is not None else module.code
+        try:
+            self.tree = ast.parse(self.source)
+        except SyntaxError as error:
+            raise AnchorDrift(path, error.lineno or 1, "module", "valid Python", f"a syntax error: {error.msg}") from None
+        # One pass over the whole module for the attribute writes that matter
+        # (where `_call_signature` is set, and traces of an earlier patch).
+        self.writes = _scan(
+            self.tree,
+            lambda n: isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, (ast.Store, ast.Del))
+            and n.attr in _WATCHED_ATTRIBUTES,
+        )
         self.anchors: list[AnchorReport] = []
 
     # -- helpers ------------------------------------------------------------
-    def line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line
-
-    def lines(self, nodes: Sequence[cst.CSTNode]) -> str:
-        return ", ".join(str(self.line(n)) for n in nodes)
-
-    def drift(self, node: cst.CSTNode | int | None, anchor: str, expected: str, found: str) -> AnchorDrift:
-        if isinstance(node, cst.CSTNode):
-            line = self.line(node)
-        else:
-            line = node if node is not None else 1
+    def drift(self, node: ast.AST | None, anchor: str, expected: str, found: str) -> AnchorDrift:
+        line = getattr(node, "lineno", 1) if node is not None else 1
         return AnchorDrift(self.path, line, anchor, expected, found)
 
-    def code(self, node: cst.CSTNode) -> str:
-        text = " ".join(self.module.code_for_node(node).split())
+    def code(self, node: ast.AST) -> str:
+        text = " ".join((ast.get_source_segment(self.source, node) or "").split())
         return text if len(text) <= 100 else text[:97] + "..."
 
-    def enclosing_statement(self, node: cst.CSTNode) -> cst.CSTNode:
-        current = node
-        while not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            current = self.parents[current]
-        return current
+    def lines(self, nodes: list[ast.AST]) -> str:
+        return ", ".join(str(getattr(n, "lineno", "?")) for n in nodes)
 
-    def owner(self, statement: cst.CSTNode) -> cst.CSTNode:
-        """The compound statement (or module) whose block holds `statement`."""
-        parent = self.parents[statement]
-        if isinstance(parent, cst.Module):
-            return parent
-        return self.parents[parent]
+    def report(self, node: ast.AST, name: str, description: str) -> None:
+        self.anchors.append(AnchorReport(name, getattr(node, "lineno", 1), description))
 
-    def qualname(self, node: cst.CSTNode) -> str:
-        names: list[str] = []
-        current = node
-        while not isinstance(current, cst.Module):
-            if isinstance(current, (cst.ClassDef, cst.FunctionDef)):
-                names.append(current.name.value)
-            current = self.parents[current]
-        return ".".join(reversed(names)) or "<module>"
-
-    def top_class(self, name: str) -> cst.ClassDef:
+    def top_class(self, name: str) -> tuple[ast.ClassDef, cst.ClassDef]:
         anchor = f"class {name}"
-        found = m.findall(self.wrapper, m.ClassDef(name=m.Name(name)))
+        top = [n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+        if len(top) == 1:
+            return top[0], self.cst_class(name)
+        found = _scan(self.tree, lambda n: isinstance(n, ast.ClassDef) and n.name == name)
         if not found:
             raise self.drift(None, anchor, f"exactly one `class {name}` at module level", "none")
         if len(found) > 1:
-            raise self.drift(found[1], anchor, f"exactly one `class {name}`", f"{len(found)} (lines {self.lines(found)})")
-        cls = cst.ensure_type(found[0], cst.ClassDef)
-        if cls not in self.module.body:
-            raise self.drift(cls, anchor, f"`class {name}` at module level", f"it nested in {self.qualname(self.parents[cls])}")
-        return cls
+            nodes = sorted((f.statement for f in found), key=lambda n: n.lineno)
+            raise self.drift(nodes[1], anchor, f"exactly one `class {name}`", f"{len(found)} (lines {self.lines(list(nodes))})")
+        raise self.drift(found[0].statement, anchor, f"`class {name}` at module level", f"it in {found[0].qualname}")
 
-    def method(self, cls: cst.ClassDef, name: str) -> cst.FunctionDef:
-        anchor = f"{cls.name.value}.{name}"
-        body = cst.ensure_type(cls.body, cst.IndentedBlock).body
-        found = [s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))]
+    def cst_class(self, name: str) -> cst.ClassDef:
+        nodes = [s for s in self.module.body if m.matches(s, m.ClassDef(name=m.Name(name)))]
+        return cst.ensure_type(nodes[0], cst.ClassDef)
+
+    def method(self, owner: tuple[ast.ClassDef, cst.ClassDef], name: str) -> tuple[ast.FunctionDef, cst.FunctionDef]:
+        cls_ast, cls = owner
+        anchor = f"{cls_ast.name}.{name}"
+        found = [s for s in cls_ast.body if isinstance(s, ast.FunctionDef) and s.name == name]
         if len(found) != 1:
-            raise self.drift(found[1] if found else cls, anchor, f"exactly one `def {name}` in class {cls.name.value}", f"{len(found)}")
-        return cst.ensure_type(found[0], cst.FunctionDef)
+            raise self.drift(found[1] if found else cls_ast, anchor, f"exactly one `def {name}` in class {cls_ast.name}", f"{len(found)}")
+        body = cst.ensure_type(cls.body, cst.IndentedBlock).body
+        nodes = [s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))]
+        return found[0], cst.ensure_type(nodes[0], cst.FunctionDef)
 
-    def report(self, node: cst.CSTNode, name: str, description: str) -> None:
-        self.anchors.append(AnchorReport(name, self.line(node), description))
+    def self_stores(self, root: ast.AST) -> Iterator[ast.Attribute]:
+        """Every `self.<attr> = / += / del` below `root`."""
+        for node in ast.walk(root):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, (ast.Store, ast.Del))
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                yield node
 
     # -- anchors --------------------------------------------------------------
-    def call_signature_statement(self, layer: cst.ClassDef) -> cst.SimpleStatementLine:
+    def call_signature_statement(
+        self, init: tuple[ast.FunctionDef, cst.FunctionDef]
+    ) -> cst.SimpleStatementLine:
         anchor = "call_signature"
-        init = self.method(layer, "__init__")
+        init_ast, init_cst = init
         expected = "exactly one `self._call_signature = inspect.signature(self.call)` in Layer.__init__"
-        stores = [
-            node
-            for node in m.findall(self.wrapper, m.Attribute(attr=m.Name("_call_signature")))
-            if self.contexts.get(node) is ExpressionContext.STORE
-        ]
+        stores = [w for w in self.writes if w.node.attr == "_call_signature"]  # type: ignore[attr-defined]
         if not stores:
-            raise self.drift(init, anchor, expected, "no assignment to `_call_signature`")
-        statements = [self.enclosing_statement(n) for n in stores]
+            raise self.drift(init_ast, anchor, expected, "no assignment to `_call_signature`")
         if len(stores) > 1:
-            where = ", ".join(f"line {self.line(s)} in {self.qualname(s)}" for s in statements)
-            raise self.drift(statements[1], anchor, expected, f"{len(stores)} assignments ({where})")
-        statement = statements[0]
-        if not m.matches(statement, CALL_SIGNATURE_STATEMENT):
-            raise self.drift(statement, anchor, expected, f"`{self.code(statement)}`")
-        owner = self.owner(statement)
-        if owner is not init:
-            where = self.qualname(statement)
-            if isinstance(owner, cst.FunctionDef) or owner is self.module or owner is layer:
-                found = f"it in {where}"
+            where = ", ".join(f"line {w.statement.lineno} in {w.qualname}" for w in stores)
+            raise self.drift(stores[1].statement, anchor, expected, f"{len(stores)} assignments ({where})")
+        write = stores[0]
+        statement = write.statement
+        if statement not in init_ast.body:
+            if isinstance(write.block_owner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+                found = f"it in {write.qualname}"
             else:
-                found = f"it nested in `{type(owner).__name__.lower()}` inside {where}"
+                found = f"it nested in `{type(write.block_owner).__name__.lower()}` inside {write.qualname}"
             raise self.drift(statement, anchor, "it directly in the body of Layer.__init__", found)
+        writes = m.SimpleStatementLine(
+            body=[m.ZeroOrMore(), m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(_self_attr("_call_signature")), m.ZeroOrMore()]), m.ZeroOrMore()]
+        )
+        body = cst.ensure_type(init_cst.body, cst.IndentedBlock).body
+        nodes = [s for s in body if m.matches(s, writes)]
+        if len(nodes) != 1 or not m.matches(nodes[0], CALL_SIGNATURE_STATEMENT):
+            raise self.drift(statement, anchor, expected, f"`{self.code(statement)}`")
         self.report(statement, anchor, "self._call_signature = inspect.signature(self.call) in Layer.__init__")
-        return cst.ensure_type(statement, cst.SimpleStatementLine)
+        return cst.ensure_type(nodes[0], cst.SimpleStatementLine)
 
-    def variant(self, callspec: cst.ClassDef) -> tuple[str, cst.FunctionDef]:
-        init = self.method(callspec, "__init__")
-        body = cst.ensure_type(callspec.body, cst.IndentedBlock).body
-        for member in body:
-            if m.matches(member, m.FunctionDef(name=m.Name("__init__") | m.Name("_fast"))):
+    def variant(self, callspec: tuple[ast.ClassDef, cst.ClassDef]) -> str:
+        cls_ast, _ = callspec
+        init_ast, init = self.method(callspec, "__init__")
+        for member in cls_ast.body:
+            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", "_fast"):
                 continue
-            if m.matches(member, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+            if isinstance(member, ast.Expr) and isinstance(member.value, ast.Constant) and isinstance(member.value.value, str):
                 continue  # docstring
             raise self.drift(member, "class CallSpec", "only `__init__` (and a docstring) in class CallSpec", f"`{self.code(member)}`")
-        params = init.params
-        names = tuple(p.name.value for p in [*params.posonly_params, *params.params])
-        if params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg:
-            raise self.drift(init, "CallSpec.__init__", "positional parameters only", f"`{self.code(init.params)}`")
-        if any(p.default is not None for p in [*params.posonly_params, *params.params]):
-            raise self.drift(init, "CallSpec.__init__", "parameters without defaults", f"`{self.code(init.params)}`")
+        args = init_ast.args
+        names = tuple(a.arg for a in [*args.posonlyargs, *args.args])
+        if args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
+            raise self.drift(init_ast, "CallSpec.__init__", "positional parameters without defaults", f"({self.code(args)})")
         if names in _KNOWN_UNSUPPORTED:
             raise self.drift(
-                init,
+                init_ast,
                 "CallSpec.__init__",
                 "CallSpec variant V4 (Keras >= 3.10, parameters (self, signature, call_context_args, args, kwargs))",
                 f"variant {_KNOWN_UNSUPPORTED[names]}, which this forkgen version does not support",
@@ -383,45 +429,44 @@ class _Analyzer:
         matches = [v for v, (expected_names, _) in _VARIANTS.items() if expected_names == names]
         if not matches:
             known = "; ".join(f"{v}: ({', '.join(p)})" for v, (p, _) in _VARIANTS.items())
-            raise self.drift(init, "CallSpec.__init__", f"the parameters of a known variant ({known})", f"({', '.join(names)})")
+            raise self.drift(init_ast, "CallSpec.__init__", f"the parameters of a known variant ({known})", f"({', '.join(names)})")
         variant = matches[0]
-        self.check_attributes(init)
+        self.check_attributes(init_ast)
+        nodes = _subtree_nodes(init)
         for fingerprint in _VARIANTS[variant][1]:
-            found = m.findall(init, fingerprint.matcher)
+            found = [n for n in nodes if m.matches(n, fingerprint.matcher)]
             if len(found) != 1:
-                what = "none" if not found else f"{len(found)} (lines {self.lines(found)})"
                 raise self.drift(
-                    init,
+                    init_ast,
                     "CallSpec.__init__",
                     f"exactly one `{fingerprint.description}` (variant {variant})",
-                    what,
+                    "none" if not found else f"{len(found)}",
                 )
-        self.report(callspec, "callspec_class", f"class CallSpec, variant {variant}")
-        return variant, init
+        self.report(cls_ast, "callspec_class", f"class CallSpec, variant {variant}")
+        return variant
 
-    def check_attributes(self, init: cst.FunctionDef) -> None:
-        assigned: dict[str, cst.CSTNode] = {}
-        for node in m.findall(init, m.Attribute(value=m.Name("self"))):
-            if self.contexts.get(node) is ExpressionContext.STORE:
-                assigned.setdefault(cst.ensure_type(node, cst.Attribute).attr.value, node)
+    def check_attributes(self, init_ast: ast.FunctionDef) -> None:
+        assigned: dict[str, ast.Attribute] = {}
+        for node in self.self_stores(init_ast):
+            assigned.setdefault(node.attr, node)
         missing = sorted(CALLSPEC_ATTRIBUTES - assigned.keys())
         extra = sorted(assigned.keys() - CALLSPEC_ATTRIBUTES)
         if missing or extra:
             parts = []
             if extra:
-                parts.append("extra " + ", ".join(f"`{a}` (line {self.line(assigned[a])})" for a in extra))
+                parts.append("extra " + ", ".join(f"`{a}` (line {assigned[a].lineno})" for a in extra))
             if missing:
                 parts.append("missing " + ", ".join(f"`{a}`" for a in missing))
             raise self.drift(
-                assigned[extra[0]] if extra else init,
+                assigned[extra[0]] if extra else init_ast,
                 "CallSpec.__init__",
                 f"exactly the {len(CALLSPEC_ATTRIBUTES)} attributes {', '.join(sorted(CALLSPEC_ATTRIBUTES))}",
                 "; ".join(parts),
             )
 
-    def construction_statement(self, layer: cst.ClassDef) -> cst.SimpleStatementLine:
+    def construction_statement(self, call: tuple[ast.FunctionDef, cst.FunctionDef]) -> cst.SimpleStatementLine:
         anchor = "callspec_construction"
-        call = self.method(layer, "__call__")
+        call_ast, call_cst = call
         expected_params = m.Parameters(
             params=[m.Param(m.Name("self"))],
             star_arg=m.Param(m.Name("args")),
@@ -429,14 +474,18 @@ class _Analyzer:
             kwonly_params=[],
             posonly_params=[],
         )
-        if not m.matches(call.params, expected_params):
-            raise self.drift(call, "Layer.__call__", "parameters (self, *args, **kwargs)", f"({self.code(call.params)})")
+        if not m.matches(call_cst.params, expected_params):
+            raise self.drift(call_ast, "Layer.__call__", "parameters (self, *args, **kwargs)", f"({self.code(call_ast.args)})")
         expected = "exactly one `call_spec = CallSpec(self._call_signature, self._call_context_args, args, kwargs)` in Layer.__call__"
-        constructions = m.findall(call, m.Call(func=m.Name("CallSpec")))
+        constructions = _scan(
+            call_ast,
+            lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "CallSpec",
+        )
         if len(constructions) != 1:
-            what = "none" if not constructions else f"{len(constructions)} (lines {self.lines(constructions)})"
-            raise self.drift(constructions[1] if constructions else call, anchor, expected, what)
-        statement = self.enclosing_statement(constructions[0])
+            nodes = sorted((w.node for w in constructions), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+            what = "none" if not nodes else f"{len(nodes)} (lines {self.lines(nodes)})"
+            raise self.drift(nodes[1] if nodes else call_ast, anchor, expected, what)
+        statement = constructions[0].statement
         shape = m.SimpleStatementLine(
             body=[
                 m.Assign(
@@ -453,15 +502,38 @@ class _Analyzer:
                 )
             ]
         )
-        if not m.matches(statement, shape):
+        nodes = [n for n in _subtree_nodes(call_cst) if m.matches(n, shape)]
+        if len(nodes) != 1:
             raise self.drift(statement, anchor, expected, f"`{self.code(statement)}`")
         self.report(statement, anchor, "call_spec = CallSpec(...) in Layer.__call__")
-        return cst.ensure_type(statement, cst.SimpleStatementLine)
+        return cst.ensure_type(nodes[0], cst.SimpleStatementLine)
 
-    def check_names(self, template: Template) -> None:
-        scope = self.scopes[self.module]
-        assert isinstance(scope, GlobalScope)
-        missing = sorted(n for n in template.required_names if n not in scope.assignments)
+    def module_bindings(self) -> set[str]:
+        """Names bound at module level (also inside top-level if/try blocks)."""
+        bound: set[str] = set()
+        pending: list[ast.stmt] = list(self.tree.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    bound.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    bound.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for field_name in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, field_name, []):
+                        if isinstance(child, ast.ExceptHandler):
+                            pending.extend(child.body)
+                        else:
+                            pending.append(child)
+        return bound
+
+    def check_names(self, template: Template, bound: set[str]) -> None:
+        missing = sorted(template.required_names - bound)
         if missing:
             raise self.drift(
                 None,
@@ -469,73 +541,82 @@ class _Analyzer:
                 "module-level bindings for " + ", ".join(sorted(template.required_names)),
                 "no binding for " + ", ".join(missing),
             )
-        tensor_check = [
-            s for s in self.module.body if m.matches(s, m.FunctionDef(name=m.Name("is_backend_tensor_or_symbolic")))
-        ]
-        for fn in tensor_check:
-            params = cst.ensure_type(fn, cst.FunctionDef).params
-            if "allow_none" not in {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}:
-                raise self.drift(fn, "is_backend_tensor_or_symbolic", "a parameter `allow_none` (Keras >= 3.4)", f"({self.code(params)})")
+        for fn in self.tree.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "is_backend_tensor_or_symbolic":
+                params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+                if "allow_none" not in params:
+                    raise self.drift(fn, "is_backend_tensor_or_symbolic", "a parameter `allow_none` (Keras >= 3.4)", f"({self.code(fn.args)})")
 
     # -- already applied? -----------------------------------------------------
-    def applied(self, template: Template, signature_stmt: cst.SimpleStatementLine,
-                callspec: cst.ClassDef, construction: cst.SimpleStatementLine) -> dict[str, bool]:
-        scope = self.scopes[self.module]
-        assert isinstance(scope, GlobalScope)
-        bound = {n for n in template.defined_names if n in scope.assignments}
-
-        init_block = cst.ensure_type(self.parents[signature_stmt], cst.IndentedBlock)
-        following = list(init_block.body)
-        index = following.index(signature_stmt)
+    def applied(
+        self,
+        template: Template,
+        bound: set[str],
+        init: cst.FunctionDef,
+        signature_stmt: cst.SimpleStatementLine,
+        callspec: cst.ClassDef,
+        call: cst.FunctionDef,
+        construction: cst.SimpleStatementLine,
+        construction_line: int,
+    ) -> dict[str, bool]:
+        present = template.defined_names & bound
+        body = list(cst.ensure_type(init.body, cst.IndentedBlock).body)
+        index = body.index(signature_stmt)
         piece = template.eligibility_piece
-        after = following[index + 1 : index + 1 + len(piece)]
+        after = body[index + 1 : index + 1 + len(piece)]
         eligibility = len(after) == len(piece) and all(a.deep_equals(b) for a, b in zip(after, piece))
-        module_piece = bound == set(template.defined_names)
-        if eligibility != module_piece or (bound and not module_piece):
+        if (eligibility or present) and not (eligibility and present == template.defined_names):
             raise self.drift(
-                signature_stmt,
+                None,
                 "eligibility",
                 "either no trace of the eligibility piece or all of it, as this forkgen version writes it",
-                f"module names {sorted(bound) or 'none'} bound, the precomputation "
+                f"module names {sorted(present) or 'none'} bound, the precomputation "
                 + ("present" if eligibility else "absent")
                 + " (patched by another forkgen version, or edited by hand?)",
             )
-        markers = m.findall(self.module, m.Attribute(attr=m.Name("_call_spec_fast_plan") | m.Name("_call_spec_fast_path")))
+        markers = [w for w in self.writes if w.node.attr != "_call_signature"]  # type: ignore[attr-defined]
         if markers and not eligibility:
-            raise self.drift(markers[0], "eligibility", "no `_call_spec_fast_*` attribute in unpatched code", f"line {self.line(markers[0])}")
+            raise self.drift(markers[0].statement, "eligibility", "no `_call_spec_fast_*` attribute in unpatched code", f"one in {markers[0].qualname}")
 
-        fast_methods = [
-            s for s in cst.ensure_type(callspec.body, cst.IndentedBlock).body
-            if m.matches(s, m.FunctionDef(name=m.Name("_fast")))
-        ]
+        members = cst.ensure_type(callspec.body, cst.IndentedBlock).body
+        fast_methods = [s for s in members if m.matches(s, m.FunctionDef(name=m.Name("_fast")))]
         fast = bool(fast_methods)
         if fast and not fast_methods[0].deep_equals(template.fast_piece):
-            raise self.drift(fast_methods[0], "fast_constructor", "`CallSpec._fast` as this forkgen version writes it", "a different `_fast`")
+            raise self.drift(None, "fast_constructor", "`CallSpec._fast` as this forkgen version writes it", "a different `_fast`")
 
         guard = False
-        block = self.parents[construction]
-        parent = self.parents[block]
-        if isinstance(parent, cst.Else):
-            owner = self.parents[parent]
-            if isinstance(owner, cst.If) and owner.test.deep_equals(template.guard_piece.test):
-                guard = len(cst.ensure_type(block, cst.IndentedBlock).body) == 1
-            elif m.findall(owner, m.Attribute(attr=m.Name("_call_spec_fast_path"))):
-                raise self.drift(owner, "guard", "the guard as this forkgen version writes it", f"`{self.code(cst.ensure_type(owner, cst.If).test)}`")
+        for if_node in [n for n in _subtree_nodes(call) if m.matches(n, m.If(orelse=m.Else()))]:
+            block = cst.ensure_type(cst.ensure_type(cst.ensure_type(if_node, cst.If).orelse, cst.Else).body, cst.IndentedBlock)
+            if any(statement is construction for statement in block.body):
+                test = cst.ensure_type(if_node, cst.If).test
+                if test.deep_equals(template.guard_piece.test) and len(block.body) == 1:
+                    guard = True
+                elif m.findall(test, m.Attribute(attr=m.Name("_call_spec_fast_path"))):
+                    raise AnchorDrift(self.path, construction_line, "guard", "the guard as this forkgen version writes it", "a different guard")
         return {"eligibility": eligibility, "fast_constructor": fast, "guard": guard}
 
 
-def analyze_module(module: cst.Module, path: str = LAYER_PY) -> Analysis:
-    """Locate every anchor in `module` (the parsed `layer.py`) or raise AnchorDrift."""
-    analyzer = _Analyzer(module, path)
+def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None = None) -> Analysis:
+    """Locate every anchor in `module` (the parsed `layer.py`) or raise AnchorDrift.
+
+    `source`, when given, must be `module.code` (saves rendering it again).
+    """
+    analyzer = _Analyzer(module, path, source)
     layer = analyzer.top_class("Layer")
     callspec = analyzer.top_class("CallSpec")
-    analyzer.report(layer, "layer_class", "class Layer")
-    signature_stmt = analyzer.call_signature_statement(layer)
-    variant, _ = analyzer.variant(callspec)
-    construction = analyzer.construction_statement(layer)
+    analyzer.report(layer[0], "layer_class", "class Layer")
+    init = analyzer.method(layer, "__init__")
+    call = analyzer.method(layer, "__call__")
+    signature_stmt = analyzer.call_signature_statement(init)
+    variant = analyzer.variant(callspec)
+    construction = analyzer.construction_statement(call)
     template = templates.load(variant)
-    analyzer.check_names(template)
-    applied = analyzer.applied(template, signature_stmt, callspec, construction)
+    bound = analyzer.module_bindings()
+    analyzer.check_names(template, bound)
+    construction_line = next(a.line for a in analyzer.anchors if a.name == "callspec_construction")
+    applied = analyzer.applied(
+        template, bound, init[1], signature_stmt, callspec[1], call[1], construction, construction_line
+    )
     return Analysis(
         path=path,
         variant=variant,
@@ -543,8 +624,50 @@ def analyze_module(module: cst.Module, path: str = LAYER_PY) -> Analysis:
         applied=applied,
         required_names=tuple(sorted(template.required_names)),
         call_signature_statement=signature_stmt,
-        callspec_class=callspec,
+        callspec_class=callspec[1],
         construction_statement=construction,
+        layer_class=layer[1],
+        layer_init=init[1],
+        layer_call=call[1],
+    )
+
+
+def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None = None) -> Analysis:
+    """The same analysis, with its nodes looked up again in `module`.
+
+    `module` must be the analysed module after one of the patch's codemods ran
+    on it (named by `applied_piece`): the anchors are known to be there, so
+    finding them again needs no whole-module scan.
+    """
+
+    def top(name: str) -> cst.ClassDef:
+        return cst.ensure_type(
+            next(s for s in module.body if m.matches(s, m.ClassDef(name=m.Name(name)))), cst.ClassDef
+        )
+
+    def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef:
+        body = cst.ensure_type(cls.body, cst.IndentedBlock).body
+        return cst.ensure_type(next(s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))), cst.FunctionDef)
+
+    layer = top("Layer")
+    init = method(layer, "__init__")
+    call = method(layer, "__call__")
+    init_body = cst.ensure_type(init.body, cst.IndentedBlock).body
+    signature = next(s for s in init_body if m.matches(s, CALL_SIGNATURE_STATEMENT))
+    shape = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name("CallSpec")))])
+    construction = [n for n in _subtree_nodes(call) if m.matches(n, shape)]
+    applied = dict(analysis.applied)
+    if applied_piece is not None:
+        applied[applied_piece] = True
+    return replace(
+        analysis,
+        applied=applied,
+        call_signature_statement=cst.ensure_type(signature, cst.SimpleStatementLine),
+        callspec_class=top("CallSpec"),
+        construction_statement=cst.ensure_type(construction[0], cst.SimpleStatementLine),
+        layer_class=layer,
+        layer_init=init,
+        layer_call=call,
     )
 
 
@@ -554,4 +677,4 @@ def analyze_source(source: str, path: str = LAYER_PY) -> Analysis:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
-    return analyze_module(module, path)
+    return analyze_module(module, path, source)

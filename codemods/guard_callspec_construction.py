@@ -14,6 +14,7 @@ class GuardCallSpecConstructionCommand(PatchCommand):
     )
     PIECE = "guard"
     VERSION = "1"
+    DESCEND_INTO = "__call__"
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

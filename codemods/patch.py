@@ -9,7 +9,7 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods._base import PatchCommand
 from codemods.add_callspec_fast import AddCallSpecFastCommand
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, analyze_source, relocate
 from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
 from codemods.precompute_fast_path_eligibility import (
     PrecomputeFastPathEligibilityCommand,
@@ -51,18 +51,22 @@ def patch_source(source: str, path: str = LAYER_PY) -> PatchResult:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
-    variant = analyze_module(module, path).variant
+    analysis = analyze_module(module, path, source)
+    variant = analysis.variant
     applied: list[str] = []
     skipped: list[str] = []
     for command in CODEMODS:
         try:
-            module = command(CodemodContext(filename=path)).transform_module(module)
+            module = command(CodemodContext(filename=path), analysis).transform_module(module)
         except SkipFile:
             skipped.append(command.__name__)
         else:
             applied.append(command.__name__)
+            analysis = relocate(analysis, module, command.PIECE)
     result = module.code
-    final = analyze_module(cst.parse_module(result), path)
+    # The result must analyse as fully patched from scratch (and so stay
+    # byte-identical when patched again).
+    final = analyze_source(result, path)
     if not final.fully_applied:
         missing = ", ".join(k for k, v in final.applied.items() if not v)
         raise AnchorDrift(path, 1, "patch", "every piece present after the codemods", f"{missing} missing")

@@ -1,0 +1,56 @@
+"""A stand-in for the parts of Keras's backend and tree that layer.py uses.
+
+Lets the synthetic `layer.py` modules of the unit tests run, so that the code
+the codemods insert is exercised offline, without Keras or a real backend.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+
+class Tensor:
+    """Stands for an eager backend tensor."""
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.value})"
+
+
+class KerasTensor:
+    """Stands for a symbolic KerasTensor."""
+
+    def __repr__(self) -> str:
+        return "KerasTensor()"
+
+
+class Registered:
+    """A container type registered as nested with the tree, that has no `__len__`."""
+
+    def __init__(self, *items: Any) -> None:
+        self.items = items
+
+
+def _is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def _is_nested(x: Any) -> bool:
+    return isinstance(x, (list, tuple, dict, Registered))
+
+
+def _flatten(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [leaf for key in sorted(x) for leaf in _flatten(x[key])]
+    if isinstance(x, (list, tuple)):
+        return [leaf for item in x for leaf in _flatten(item)]
+    if isinstance(x, Registered):
+        return [leaf for item in x.items for leaf in _flatten(item)]
+    return [x]
+
+
+backend = types.SimpleNamespace(is_tensor=_is_tensor, KerasTensor=KerasTensor)
+tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten)

@@ -1,0 +1,197 @@
+"""Synthetic modules and source trees shaped like Keras's, written for these tests.
+
+`LAYER_V4` has the shape of `keras/src/layers/layer.py` in Keras 3.10-3.15.1
+(CallSpec variant V4) reduced to what the codemods anchor on, and it runs
+against `tests.support.fake_backend`, so the patched result can be executed.
+No Keras code is copied here: the statements are those the CallSpec contract
+in shared/KERAS_FACTS.md describes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import textwrap
+import types
+from pathlib import Path
+
+LAYER_V4 = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/layers/layer.py (CallSpec variant V4)."""
+
+    import inspect
+
+    from tests.support.fake_backend import KerasTensor
+    from tests.support.fake_backend import backend
+    from tests.support.fake_backend import tree
+
+
+    class Layer:
+        def __init__(self, *, name=None):
+            self.name = name
+            self._call_signature = inspect.signature(self.call)
+            self.call_signature_parameters = [
+                p.name for p in self._call_signature.parameters.values()
+            ]
+            self._call_context_args = {"training"}
+
+        def call(self, *args, **kwargs):
+            raise NotImplementedError
+
+        def __call__(self, *args, **kwargs):
+            for arg in tree.flatten(args):
+                if not is_backend_tensor_or_symbolic(arg, allow_none=True):
+                    raise ValueError("Only input tensors may be passed as positional arguments.")
+
+            # Caches info about `call()` signature, args, kwargs.
+            call_spec = CallSpec(
+                self._call_signature, self._call_context_args, args, kwargs
+            )
+            self.last_call_spec = call_spec
+            return self.call(*args, **kwargs)
+
+        def compute_output_spec(self, *args, **kwargs):
+            call_spec = CallSpec(
+                self._call_signature, self._call_context_args, args, kwargs
+            )
+            return call_spec.first_arg
+
+
+    def is_backend_tensor_or_symbolic(x, allow_none=False):
+        if allow_none and x is None:
+            return True
+        return backend.is_tensor(x) or isinstance(x, backend.KerasTensor)
+
+
+    class CallSpec:
+        def __init__(self, signature, call_context_args, args, kwargs):
+            # Context args the call() does not accept are popped before binding.
+            call_args = {
+                context_arg: kwargs.pop(context_arg)
+                for context_arg in call_context_args
+                if context_arg in kwargs and context_arg not in signature.parameters
+            }
+            bound_args = signature.bind(*args, **kwargs)
+            self.user_arguments_dict = {**call_args, **bound_args.arguments}
+            bound_args.apply_defaults()
+            arg_dict = {}
+            arg_names = []
+            tensor_arg_dict = {}
+            tensor_arg_names = []
+            nested_tensor_arg_names = []
+            for name, value in bound_args.arguments.items():
+                arg_dict[name] = value
+                arg_names.append(name)
+                if is_backend_tensor_or_symbolic(value):
+                    tensor_arg_names.append(name)
+                    tensor_arg_dict[name] = value
+                elif tree.is_nested(value) and len(value) > 0:
+                    flat_values = tree.flatten(value)
+                    if all(
+                        is_backend_tensor_or_symbolic(x, allow_none=True)
+                        for x in flat_values
+                    ):
+                        tensor_arg_names.append(name)
+                        tensor_arg_dict[name] = value
+                        nested_tensor_arg_names.append(name)
+                    elif any(is_backend_tensor_or_symbolic(x) for x in flat_values):
+                        raise ValueError(f"mixed tensors and non-tensors: {name}={value}")
+            self.arguments_dict = arg_dict
+            self.argument_names = arg_names
+            self.tensor_arguments_dict = tensor_arg_dict
+            self.tensor_arguments_names = tensor_arg_names
+            self.nested_tensor_argument_names = nested_tensor_arg_names
+            self.first_arg = arg_dict[arg_names[0]]
+            self.eager = all(
+                backend.is_tensor(x) for x in self.tensor_arguments_dict.values()
+            )
+
+
+    def get_shapes_dict(call_spec):
+        return {k: None for k in call_spec.tensor_arguments_dict}
+    '''
+)
+
+VERSION_PY = textwrap.dedent(
+    '''\
+    # Synthetic stand-in for keras/src/version.py.
+    __version__ = "3.15.1"
+
+
+    def version():
+        return __version__
+    '''
+)
+
+PYPROJECT = textwrap.dedent(
+    """\
+    [build-system]
+    requires = ["setuptools >=61.0"]
+    build-backend = "setuptools.build_meta"
+
+    [project]
+    name = "keras"
+    description = "Synthetic Keras-shaped tree for forkgen's tests"
+    readme = "README.md"
+    requires-python = ">=3.11"
+    dynamic = ["version"]
+
+    [tool.setuptools.dynamic]
+    version = {attr = "keras.src.version.__version__"}
+
+    [tool.setuptools.package-dir]
+    "" = "."
+    "keras" = "keras/api"
+    "keras.src" = "keras/src"
+    """
+)
+
+
+def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
+    """Execute `source` as a fresh module (the synthetic layer.py, patched or not)."""
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    return module
+
+
+def tree_files(layer: str = LAYER_V4, version: str = "3.15.1") -> dict[str, str]:
+    """The files of a minimal, buildable Keras-shaped sdist tree."""
+    return {
+        "pyproject.toml": PYPROJECT,
+        "README.md": "Synthetic Keras-shaped tree.\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: keras\nVersion: {version}\n",
+        "keras/api/__init__.py": "from keras.src.version import __version__ as __version__\n",
+        "keras/src/__init__.py": "",
+        "keras/src/version.py": VERSION_PY.replace("3.15.1", version),
+        "keras/src/layers/__init__.py": "",
+        "keras/src/layers/layer.py": layer,
+        "keras/src/layers/core/dense.py": "# an untouched file\nclass Dense:\n    pass\n",
+    }
+
+
+def write_tree(root: Path, files: dict[str, str] | None = None) -> Path:
+    """Write a Keras-shaped source tree at `root`; return `root`."""
+    for relative, text in (files or tree_files()).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def sdist_bytes(files: dict[str, str] | None = None, top: str = "keras-3.15.1") -> bytes:
+    """A .tar.gz sdist of the tree."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for relative, text in sorted((files or tree_files()).items()):
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(f"{top}/{relative}")
+            info.size = len(data)
+            info.mtime = 1_700_000_000
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

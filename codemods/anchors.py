@@ -502,11 +502,11 @@ class _Analyzer:
                 )
             ]
         )
-        nodes = [n for n in _subtree_nodes(call_cst) if m.matches(n, shape)]
-        if len(nodes) != 1:
+        shaped = [n for n in _subtree_nodes(call_cst) if m.matches(n, shape)]
+        if len(shaped) != 1:
             raise self.drift(statement, anchor, expected, f"`{self.code(statement)}`")
         self.report(statement, anchor, "call_spec = CallSpec(...) in Layer.__call__")
-        return cst.ensure_type(nodes[0], cst.SimpleStatementLine)
+        return cst.ensure_type(shaped[0], cst.SimpleStatementLine)
 
     def module_bindings(self) -> set[str]:
         """Names bound at module level (also inside top-level if/try blocks)."""
@@ -564,7 +564,7 @@ class _Analyzer:
         index = body.index(signature_stmt)
         piece = template.eligibility_piece
         after = body[index + 1 : index + 1 + len(piece)]
-        eligibility = len(after) == len(piece) and all(a.deep_equals(b) for a, b in zip(after, piece))
+        eligibility = len(after) == len(piece) and all(a.deep_equals(b) for a, b in zip(after, piece, strict=True))
         if (eligibility or present) and not (eligibility and present == template.defined_names):
             raise self.drift(
                 None,

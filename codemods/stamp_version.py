@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -23,12 +25,12 @@ def _version_statements(module: cst.Module) -> list[tuple[int, cst.SimpleStateme
     ]
 
 
-def _line(module: cst.Module, index: int) -> int:
-    """1-based line of the `index`-th top-level statement (after its leading lines)."""
-    before = module.with_changes(body=module.body[:index]).code
-    statement = module.body[index]
-    leading = len(statement.leading_lines) if isinstance(statement, cst.SimpleStatementLine) else 0
-    return before.count("\n") + leading + 1
+def _line(source: str) -> int:
+    """1-based line of the module-level `__version__ = ...` (1 when there is none)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
+            return node.lineno
+    return 1
 
 
 def read_version(source: str, path: str = VERSION_PY) -> str:
@@ -56,7 +58,7 @@ def stamp_version(source: str, expected: str, new: str, path: str = VERSION_PY) 
     assign = cst.ensure_type(line.body[0], cst.Assign)
     string = cst.ensure_type(assign.value, cst.SimpleString)
     if string.evaluated_value != expected:
-        raise AnchorDrift(path, _line(module, index), "__version__", f"the version {expected!r}", repr(string.evaluated_value))
+        raise AnchorDrift(path, _line(source), "__version__", f"the version {expected!r}", repr(string.evaluated_value))
     quote = string.quote
     stamped = line.with_changes(
         body=[assign.with_changes(value=string.with_changes(value=f"{string.prefix}{quote}{new}{quote}"))]

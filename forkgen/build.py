@@ -60,7 +60,7 @@ def make_provenance(
         "codemods": {name: codemod_version for name, codemod_version in tree.codemods},
         "forkgen_version": forkgen.__version__,
         "source_date_epoch": epoch,
-        "build_timestamp": dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(),
+        "build_timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(),
         "patched_files": {LAYER_PY: hashlib.sha256(layer).hexdigest()},
     }
 

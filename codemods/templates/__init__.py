@@ -130,7 +130,7 @@ def _free_names(
     return frozenset(names - defined)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(variant: str) -> Template:
     """Parse the template module of `variant` into its four pieces."""
     filename = TEMPLATE_MODULES[variant]

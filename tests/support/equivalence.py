@@ -29,7 +29,7 @@ def same(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return all(same(x, y) for x, y in zip(a, b))
+    return all(same(x, y) for x, y in zip(a, b, strict=True))
 
 
 def differences(fast: Any, slow: Any) -> list[str]:
@@ -62,7 +62,7 @@ def differences(fast: Any, slow: Any) -> list[str]:
             if a is b and a is not None:
                 found.append(f"{name}: the same dict object is shared")
         elif isinstance(a, list):
-            if len(a) != len(b) or any(x is not y and x != y for x, y in zip(a, b)):
+            if len(a) != len(b) or any(x is not y and x != y for x, y in zip(a, b, strict=True)):
                 found.append(f"{name}: {a!r} != {b!r}")
             if a is b:
                 found.append(f"{name}: the same list object is shared")

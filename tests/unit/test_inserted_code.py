@@ -228,7 +228,7 @@ def signatures(draw: st.DrawFn) -> list[P]:
     kinds = sorted(draw(st.lists(KINDS, min_size=len(names), max_size=len(names))))
     parameters: list[P] = []
     seen_default = False
-    for name, kind in zip(names, kinds):
+    for name, kind in zip(names, kinds, strict=True):
         if kind in (VAR_POS, VAR_KW):
             if any(p.kind == kind for p in parameters):
                 continue

@@ -1,0 +1,104 @@
+"""Analyze and apply on the real pinned Keras sdist, downloaded with pip (needs a package index)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from codemods.anchors import LAYER_PY
+from forkgen import config, patch
+from forkgen.errors import EXIT_FETCH, EXIT_INTEGRITY
+from forkgen.fetch import default_cache_dir, fetch
+from forkgen.model import Source
+
+pytestmark = pytest.mark.network
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def source() -> Source:
+    pin = config.load(ROOT / "pyproject.toml").pin
+    assert pin is not None
+    return fetch(pin, default_cache_dir())
+
+
+@pytest.fixture(scope="module")
+def patched(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("apply") / "tree"
+    started = time.monotonic()
+    patch.analyze(source.root)
+    patch.apply(source.root, out)
+    print(f"analyze + apply: {time.monotonic() - started:.2f} s")
+    return out
+
+
+def test_analyze_finds_the_anchors_of_3_15_1(source: Source) -> None:
+    anchors = patch.analyze(source.root)
+    assert anchors.variant == "V4"
+    lines = {a.name: a.line for a in anchors.anchors}
+    # Line 317 is where shared/KERAS_FACTS.md places the _call_signature statement in 3.15.1.
+    assert lines["call_signature"] == 317
+    assert lines["callspec_construction"] < lines["callspec_class"]
+    assert not any(anchors.applied.values())
+
+
+def test_only_layer_py_changes(source: Source, patched: Path) -> None:
+    upstream = {p.relative_to(source.root): p for p in source.root.rglob("*") if p.is_file()}
+    ours = {p.relative_to(patched): p for p in patched.rglob("*") if p.is_file()}
+    assert upstream.keys() == ours.keys()
+    changed = [str(name) for name, path in upstream.items() if path.read_bytes() != ours[name].read_bytes()]
+    assert changed == [LAYER_PY]
+
+
+def test_layer_py_differs_only_by_insertions(source: Source, patched: Path) -> None:
+    before = (source.root / LAYER_PY).read_text().splitlines(keepends=True)
+    after = (patched / LAYER_PY).read_text().splitlines(keepends=True)
+    inserted = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            inserted += j2 - j1
+            continue
+        # The one upstream statement moved into the guard's `else`: the same
+        # lines, four spaces deeper, after the inserted `if` block.
+        assert tag == "replace", (tag, before[i1:i2])
+        moved = after[j2 - (i2 - i1) : j2]
+        assert ["    " + line for line in before[i1:i2]] == moved, (before[i1:i2], after[j1:j2])
+        assert "".join(before[i1:i2]).lstrip().startswith("call_spec = CallSpec(")
+        inserted += (j2 - j1) - (i2 - i1)
+    assert inserted > 100
+
+
+def test_patched_layer_compiles_and_reapplying_changes_nothing(patched: Path, tmp_path: Path) -> None:
+    compile((patched / LAYER_PY).read_text(), LAYER_PY, "exec")
+    again = patch.apply(patched, tmp_path / "again")
+    assert not again.changed
+    assert (tmp_path / "again" / LAYER_PY).read_bytes() == (patched / LAYER_PY).read_bytes()
+
+
+def forkgen(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "forkgen", *args, "--cache-dir", str(cache)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+
+
+def test_wrong_sha256_is_refused(tmp_path: Path) -> None:
+    result = forkgen("fetch", "--sha256", "0" * 64, cache=tmp_path)
+    assert result.returncode == EXIT_INTEGRITY, result.stderr
+    assert "error: downloaded keras-3.15.1.tar.gz has sha256 92ae7c1d" in result.stderr
+    assert not list(tmp_path.rglob("*.tar.gz")) and not (tmp_path / "src").exists()
+
+
+def test_version_that_does_not_exist(tmp_path: Path) -> None:
+    result = forkgen("fetch", "--version", "3.99.404", "--sha256", "0" * 64, cache=tmp_path)
+    assert result.returncode == EXIT_FETCH, result.stderr
+    assert "error: pip could not download keras==3.99.404" in result.stderr
+    assert "No matching distribution" in result.stderr

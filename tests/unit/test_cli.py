@@ -1,0 +1,186 @@
+"""The `forkgen` command: outputs, atomicity and exit codes, on synthetic Keras-shaped trees."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from forkgen import cli, pipeline
+from forkgen.errors import (
+    EXIT_BUILD,
+    EXIT_DRIFT,
+    EXIT_FETCH,
+    EXIT_INTEGRITY,
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+)
+from tests.support.synthetic import LAYER_V4, sdist_bytes, sha256, tree_files, write_tree
+
+LAYER = "keras/src/layers/layer.py"
+DUPLICATED_SIGNATURE = LAYER_V4.replace(
+    "        self._call_signature = inspect.signature(self.call)\n",
+    "        self._call_signature = inspect.signature(self.call)\n" * 2,
+)
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No pyproject.toml with [tool.forkgen] above tmp_path: nothing pinned.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FORKGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("FORKGEN_LOCAL_LABEL", raising=False)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    code, out, _ = run(capsys, "analyze", str(src))
+    assert code == 0
+    assert f"{LAYER}:13: call_signature" in out
+    assert f"{LAYER}:28: callspec_construction" in out
+    assert "variant V4" in out and "the patch can be applied" in out
+    code, out, _ = run(capsys, "analyze", str(src), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and report["status"] == "unpatched"
+    assert {a["name"]: a["line"] for a in report["anchors"]}["callspec_class"] == 47
+
+
+@pytest.mark.parametrize("command", ["analyze", "apply"])
+def test_drift_exit_code_and_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    src = write_tree(tmp_path / "src", tree_files(DUPLICATED_SIGNATURE))
+    extra = ["--out", str(tmp_path / "out")] if command == "apply" else []
+    code, out, err = run(capsys, command, str(src), *extra)
+    assert code == EXIT_DRIFT
+    first, hint = err.strip().splitlines()[-2:]
+    assert first.startswith(f"error: upstream drift: {LAYER}:14: anchor 'call_signature': expected exactly one")
+    assert hint.startswith("hint: ")
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no temporary leftovers
+
+
+def test_analyze_json_reports_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src", tree_files(DUPLICATED_SIGNATURE))
+    code, out, _ = run(capsys, "analyze", str(src), "--json")
+    report = json.loads(out)
+    assert code == EXIT_DRIFT and report == {**report, "ok": False, "exit_code": EXIT_DRIFT}
+    assert "call_signature" in report["error"]
+
+
+def test_apply_changes_only_layer_py_and_is_idempotent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    code, out, _ = run(capsys, "apply", str(src), "--out", str(tmp_path / "patched"))
+    assert code == 0 and out.strip().splitlines()[-1] == str(tmp_path / "patched")
+    before, after = files_of(src), files_of(tmp_path / "patched")
+    assert before.keys() == after.keys()
+    assert [name for name in before if before[name] != after[name]] == [LAYER]
+    code, _, err = run(capsys, "apply", str(tmp_path / "patched"), "--out", str(tmp_path / "again"))
+    assert code == 0 and "already patched" in err
+    assert files_of(tmp_path / "again") == after
+    code, out, _ = run(capsys, "analyze", str(tmp_path / "again"))
+    assert code == 0 and "the patch is already applied" in out
+
+
+def test_apply_refuses_an_existing_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    code, _, err = run(capsys, "apply", str(src), "--out", str(tmp_path / "out"))
+    assert code == EXIT_USAGE and "already exists" in err
+    assert files_of(tmp_path / "out") == {"keep.txt": b"mine"}
+
+
+def test_missing_layer_py_is_drift_and_missing_tree_is_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert run(capsys, "analyze", str(tmp_path / "empty"))[0] == EXIT_DRIFT
+    assert run(capsys, "analyze", str(tmp_path / "nowhere"))[0] == EXIT_USAGE
+
+
+def test_fetch_from_cache_prints_the_source_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = sdist_bytes()
+    archive = tmp_path / "cache/sdists/keras/3.15.1/keras-3.15.1.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(data)
+    code, out, _ = run(capsys, "fetch", "--version", "3.15.1", "--sha256", sha256(data))
+    assert code == 0
+    assert Path(out.strip().splitlines()[-1], LAYER).is_file()
+    code, _, err = run(capsys, "fetch", "--version", "3.15.1", "--sha256", "a" * 64)
+    assert code == EXIT_INTEGRITY and "error: cached archive" in err
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "fetch")[0] == EXIT_USAGE  # nothing pinned here
+    assert run(capsys, "fetch", "--version", "3.15.1", "--sha256", "xyz")[0] == EXIT_USAGE
+    assert run(capsys, "inspect", str(tmp_path / "missing.whl"))[0] == EXIT_USAGE
+    (tmp_path / "fake.whl").write_bytes(b"not a zip")
+    assert run(capsys, "inspect", str(tmp_path / "fake.whl"))[0] == EXIT_USAGE
+    with pytest.raises(SystemExit) as caught:
+        cli.main([])
+    assert caught.value.code == EXIT_USAGE
+
+
+def test_internal_errors_are_exit_70_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("unexpected")
+
+    monkeypatch.setattr(pipeline, "fetch", boom)
+    code, _, err = run(capsys, "build", "--version", "3.15.1")
+    assert code == EXIT_INTERNAL
+    assert "error: internal error: RuntimeError: unexpected" in err and "Traceback" not in err
+
+
+def test_build_from_a_local_tree_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    code, out, err = run(capsys, "build", "--source", str(src), "--out-dir", str(tmp_path / "dist"), "--local-label", "test.7")
+    assert code == 0, err
+    wheel = Path(out.strip().splitlines()[-1])
+    assert wheel == tmp_path / "dist/keras-3.15.1+test.7-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        assert b'__version__ = "3.15.1+test.7"' in archive.read("keras/src/version.py")
+        assert b"def _fast(cls, plan, first_arg)" in archive.read(LAYER)
+    code, out, _ = run(capsys, "inspect", str(wheel), "--json")
+    provenance = json.loads(out)
+    assert code == 0
+    assert provenance["wheel"] == {"name": "keras", "version": "3.15.1+test.7"}
+    assert provenance["upstream"]["version"] == "3.15.1"
+    assert set(provenance["codemods"]) == {
+        "PrecomputeFastPathEligibilityCommand", "AddCallSpecFastCommand", "GuardCallSpecConstructionCommand"
+    }
+    code, out, _ = run(capsys, "inspect", str(wheel))
+    assert code == 0 and "CallSpec variant: V4" in out
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [wheel.name]  # no build leftovers
+
+
+def test_build_failure_is_exit_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = tree_files()
+    files["pyproject.toml"] = files["pyproject.toml"].replace('build-backend = "setuptools.build_meta"', 'build-backend = "no_such_backend"')
+    src = write_tree(tmp_path / "src", files)
+    code, _, err = run(capsys, "build", "--source", str(src), "--out-dir", str(tmp_path / "dist"))
+    assert code == EXIT_BUILD and "error: python -m build failed" in err
+    assert list((tmp_path / "dist").iterdir()) == []
+
+
+def test_python_dash_m_forkgen_is_the_cli(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "forkgen", "fetch", "--version", "0.0.404", "--sha256", "0" * 64,
+         "--cache-dir", str(tmp_path / "c")],
+        capture_output=True, text=True, env={**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "1"},
+    )
+    assert result.returncode == EXIT_FETCH, result.stderr
+    assert "error: pip could not download keras==0.0.404" in result.stderr

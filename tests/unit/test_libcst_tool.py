@@ -1,0 +1,30 @@
+"""The codemods also run through libcst's own runner, as README.md documents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from codemods.patch import patch_source
+from tests.support.synthetic import LAYER_V4
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = [
+    "precompute_fast_path_eligibility.PrecomputeFastPathEligibilityCommand",
+    "add_callspec_fast.AddCallSpecFastCommand",
+    "guard_callspec_construction.GuardCallSpecConstructionCommand",
+]
+
+
+def test_libcst_tool_applies_the_three_codemods_like_forkgen(tmp_path: Path) -> None:
+    target = tmp_path / "layer.py"
+    target.write_text(LAYER_V4)
+    for command in COMMANDS:
+        result = subprocess.run(
+            [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", command, str(target)],
+            cwd=ROOT, capture_output=True, text=True,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Transformed 1 files successfully" in result.stderr
+    assert target.read_text() == patch_source(LAYER_V4).source

@@ -148,6 +148,12 @@ PYPROJECT = textwrap.dedent(
 )
 
 
+def replace_once(text: str, old: str, new: str) -> str:
+    """`text` with its only occurrence of `old` replaced (fails if not exactly one)."""
+    assert text.count(old) == 1, f"expected exactly one occurrence of:\n{old}"
+    return text.replace(old, new)
+
+
 def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
     """Execute `source` as a fresh module (the synthetic layer.py, patched or not)."""
     module = types.ModuleType(name)

@@ -8,7 +8,7 @@ from libcst.codemod import CodemodContext, CodemodTest
 from codemods.add_callspec_fast import AddCallSpecFastCommand
 from codemods.anchors import AnchorDrift
 from codemods.patch import patch_source
-from tests.support.synthetic import LAYER_V4
+from tests.support.synthetic import LAYER_V4, replace_once
 
 EAGER = """\
         self.eager = all(
@@ -39,11 +39,6 @@ EAGER_AND_FAST = EAGER + '''
         self.eager = not isinstance(first_arg, KerasTensor)
         return self
 '''
-
-
-def replace_once(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"expected exactly one occurrence of:\n{old}"
-    return text.replace(old, new)
 
 
 class TestAddCallSpecFast(CodemodTest):

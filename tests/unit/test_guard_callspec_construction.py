@@ -8,7 +8,7 @@ from libcst.codemod import CodemodTest
 from codemods.anchors import AnchorDrift
 from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
 from codemods.patch import patch_source
-from tests.support.synthetic import LAYER_V4
+from tests.support.synthetic import LAYER_V4, replace_once
 
 UPSTREAM = """\
         # Caches info about `call()` signature, args, kwargs.
@@ -35,11 +35,6 @@ GUARDED = """\
             )
         self.last_call_spec = call_spec
 """
-
-
-def replace_once(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"expected exactly one occurrence of:\n{old}"
-    return text.replace(old, new)
 
 
 class TestGuardCallSpecConstruction(CodemodTest):

@@ -9,7 +9,7 @@ from codemods import templates
 from codemods.anchors import AnchorDrift
 from codemods.patch import patch_source
 from codemods.precompute_fast_path_eligibility import PrecomputeFastPathEligibilityCommand
-from tests.support.synthetic import LAYER_V4
+from tests.support.synthetic import LAYER_V4, replace_once
 
 INIT_BEFORE = """\
         self._call_signature = inspect.signature(self.call)
@@ -28,11 +28,6 @@ CALLSPEC = "\n\nclass CallSpec:\n"
 def module_piece() -> str:
     """The template's module-level block as the codemod renders it."""
     return cst.Module(body=list(templates.load("V4").module_piece)).code
-
-
-def replace_once(text: str, old: str, new: str) -> str:
-    assert text.count(old) == 1, f"expected exactly one occurrence of:\n{old}"
-    return text.replace(old, new)
 
 
 class TestPrecomputeFastPathEligibility(CodemodTest):

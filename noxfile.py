@@ -1,7 +1,8 @@
 """Sessions that install and call forkgen and pytest; no pipeline logic lives here.
 
-`nox` runs the default sessions in order: lint, unit, integration, build_fork, smoke.
-Backend requirements can be overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1".
+`nox` runs the default sessions in order: lint, unit, integration, build_fork, smoke,
+equivalence and upstream_tests on every backend. Backend requirements can be
+overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu]".
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import nox
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke"]
+nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "equivalence", "upstream_tests"]
 
 ROOT = Path(__file__).parent
 #: The interpreter running nox, unless FORKGEN_PYTHON names another (e.g. "3.12").
@@ -22,6 +23,24 @@ PYTHON = os.environ.get("FORKGEN_PYTHON") or None
 #: torch==2.13.0 is the CPU build this project's machines install from disk;
 #: any other request may pull a multi-GB CUDA build.
 TORCH_SPEC = os.environ.get("FORKGEN_TORCH_SPEC", "torch==2.13.0")
+TENSORFLOW_SPEC = os.environ.get("FORKGEN_TENSORFLOW_SPEC", "tensorflow-cpu==2.21.0")
+JAX_SPEC = os.environ.get("FORKGEN_JAX_SPEC", "jax[cpu]==0.10.2")
+#: What each Keras backend needs installed.
+BACKENDS: dict[str, list[str]] = {
+    "torch": [TORCH_SPEC],
+    "jax": [JAX_SPEC],
+    "tensorflow": [TENSORFLOW_SPEC],
+    "numpy": [],
+}
+#: Keras's own tests import tf.data whatever the backend, and a few grain, scipy, pandas.
+UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, "scipy", "pandas", "grain", "pytest", "pytest-xdist"]
+#: Which of Keras's test packages run against the installed wheel, per backend.
+UPSTREAM_TARGETS: dict[str, list[str]] = {
+    "torch": ["keras.src.layers", "keras.src.models", "keras.src.trainers"],
+    "jax": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
+    "tensorflow": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
+    "numpy": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
+}
 
 
 def pinned_wheel() -> Path:
@@ -29,10 +48,25 @@ def pinned_wheel() -> Path:
     explicit = os.environ.get("FORKGEN_WHEEL")
     if explicit:
         return Path(explicit).resolve()
-    pin = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["forkgen"]
-    label = os.environ.get("FORKGEN_LOCAL_LABEL", pin.get("local-label", "fastcallspec.1"))
-    name = pin["distribution"].replace("-", "_")
-    return ROOT / "patched_keras" / "dist" / f"{name}-{pin['version']}+{label}-py3-none-any.whl"
+    pinned = pin()
+    label = os.environ.get("FORKGEN_LOCAL_LABEL", pinned.get("local-label", "fastcallspec.1"))
+    name = pinned["distribution"].replace("-", "_")
+    return ROOT / "patched_keras" / "dist" / f"{name}-{pinned['version']}+{label}-py3-none-any.whl"
+
+
+def pin() -> dict[str, str]:
+    table: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["forkgen"]
+    return table
+
+
+def ensure_wheel(session: nox.Session) -> Path:
+    """The pinned fork wheel, built once (by build_fork or here) and reused by every session."""
+    wheel = pinned_wheel()
+    if not wheel.is_file():
+        session.log(f"{wheel.name} is not built yet: building it")
+        session.install(".")
+        session.run("forkgen", "build")
+    return wheel
 
 
 @nox.session(python=PYTHON)
@@ -67,15 +101,70 @@ def build_fork(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
-    wheel = pinned_wheel()
-    if not wheel.is_file():
-        session.log(f"{wheel.name} is not built yet: building it")
-        session.install(".")
-        session.run("forkgen", "build")
+    wheel = ensure_wheel(session)
     session.install(str(wheel), TORCH_SPEC, "pytest")
     session.run(
         "pytest",
         "tests/installed",
         *session.posargs,
         env={"KERAS_BACKEND": "torch", "FORKGEN_WHEEL": str(wheel)},
+    )
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("backend", list(BACKENDS))
+def equivalence(session: nox.Session, backend: str) -> None:
+    """The fast path vs the slow path of the installed fork: field matrix, properties, models.
+
+    `nox -s "equivalence(backend='jax')" -- --hypothesis-profile thorough` runs 5,000
+    examples per property instead of 500.
+    """
+    wheel = ensure_wheel(session)
+    session.install(str(wheel), *BACKENDS[backend], "pytest", "hypothesis")
+    session.run(
+        "pytest",
+        "tests/equivalence",
+        "--hypothesis-show-statistics",
+        "-W", "ignore::UserWarning",
+        "-W", "ignore::DeprecationWarning",
+        *session.posargs,
+        env={"KERAS_BACKEND": backend},
+    )
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("backend", list(BACKENDS))
+def upstream_tests(session: nox.Session, backend: str) -> None:
+    """Keras's own tests from the installed wheel: upstream wheel first, then the fork.
+
+    Fails when a test that passes with upstream Keras fails with the fork; prints
+    passed/failed/error/skipped for both and the tests that fail in both runs.
+    """
+    wheel = ensure_wheel(session)
+    pinned = pin()
+    reports = ROOT / "patched_keras" / "verify"
+    reports.mkdir(parents=True, exist_ok=True)
+    session.install(".")  # forkgen, for `forkgen compare-tests`
+    session.install(*BACKENDS[backend], *UPSTREAM_TEST_REQUIREMENTS)
+    targets = UPSTREAM_TARGETS[backend]
+    upstream_dir = ROOT / "tests" / "upstream"
+    pytest_args = [
+        "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
+        "-n", os.environ.get("FORKGEN_PYTEST_WORKERS", "2"), "-q", "--pyargs", *targets, *session.posargs,
+    ]
+    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
+    session.chdir(session.create_tmp())  # nothing of this checkout on sys.path but the plugin
+    runs = {}
+    for kind in ("upstream", "patched"):
+        if kind == "upstream":
+            # `===` excludes local versions: the fork itself would satisfy `==`.
+            session.install(f"{pinned['distribution']}==={pinned['version']}")
+        else:
+            session.install("--force-reinstall", "--no-deps", str(wheel))
+        runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
+        session.run(*pytest_args, f"--junitxml={runs[kind]}", env=env, success_codes=[0, 1])
+    session.run(
+        "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]),
+        "--label", f"{backend}: {' '.join(targets)}",
+        "--json", str(reports / f"upstream-tests-{backend}.json"),
     )

@@ -14,7 +14,7 @@ from typing import Any
 import forkgen
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
-from forkgen import patch, pipeline, provenance
+from forkgen import patch, pipeline, provenance, verify
 from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Anchors, Pin
@@ -27,6 +27,7 @@ exit codes:
   4   integrity: sha256 mismatch, corrupt or unsafe archive
   5   upstream drift: an anchor is missing, not unique, or of an unknown shape
   6   build: the wheel could not be built
+  7   verification: a test passes with upstream Keras and fails with the patched wheel
   70  internal error (a bug in forkgen; set FORKGEN_DEBUG=1 for the traceback)
 """
 
@@ -73,6 +74,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, metavar="DIR", help="where the wheel goes (default: patched_keras/dist/)")
     p.add_argument("--local-label", help="PEP 440 local label (default: the pin's, or $FORKGEN_LOCAL_LABEL)")
     p.add_argument("--isolated-build", action="store_true", help="build in an isolated environment (downloads the build backend)")
+
+    p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
+    p.add_argument("upstream", type=Path, metavar="UPSTREAM_XML")
+    p.add_argument("patched", type=Path, metavar="PATCHED_XML")
+    p.add_argument("--label", default="", help="what ran (backend and test packages), for the report")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
 
     p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
     p.add_argument("wheel", type=Path, metavar="WHEEL")
@@ -195,7 +202,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare_tests(args: argparse.Namespace) -> int:
+    verify.compare_files(args.label or str(args.patched), args.upstream, args.patched, args.json)
+    return EXIT_OK
+
+
 COMMANDS = {
+    "compare-tests": cmd_compare_tests,
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,
     "apply": cmd_apply,

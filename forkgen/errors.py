@@ -16,6 +16,7 @@ EXIT_FETCH = 3
 EXIT_INTEGRITY = 4
 EXIT_DRIFT = 5
 EXIT_BUILD = 6
+EXIT_VERIFY = 7
 EXIT_INTERNAL = 70
 
 
@@ -70,3 +71,10 @@ class BuildError(ForkgenError):
 
     exit_code = EXIT_BUILD
     default_hint = "rerun with the build output above; check that the build backend can be installed"
+
+
+class VerificationError(ForkgenError):
+    """The patched wheel behaves differently from upstream: a test passes upstream and fails patched."""
+
+    exit_code = EXIT_VERIFY
+    default_hint = "see the regressions listed above"

@@ -21,11 +21,12 @@ FIELDS = (
 
 
 def same(a: Any, b: Any) -> bool:
-    """Identical, or containers that `signature.bind` packs afresh on every call
-    (`*args` tuples, `**kwargs` dicts) holding identical items in the same order."""
+    """Identical, or containers made afresh on every call (`*args` tuples and
+    `**kwargs` dicts packed by `signature.bind`, nested arguments rebuilt by
+    Keras's input conversion) holding identical leaves in the same order."""
     if a is b:
         return True
-    if type(a) is not type(b) or not isinstance(a, (tuple, dict)) or len(a) != len(b):
+    if type(a) is not type(b) or not isinstance(a, (tuple, list, dict)) or len(a) != len(b):
         return False
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)

@@ -1,0 +1,39 @@
+"""The equivalence suite runs against an installed patched Keras (nox -s equivalence).
+
+Hypothesis profiles: `equivalence` (default, 500 examples per property) and
+`thorough` (5,000), chosen with `--hypothesis-profile thorough` or
+FORKGEN_HYPOTHESIS_PROFILE.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "equivalence",
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+settings.register_profile("thorough", parent=settings.get_profile("equivalence"), max_examples=5000)
+settings.load_profile(os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"))
+
+
+def _patched_keras_installed() -> bool:
+    if importlib.util.find_spec("keras") is None:
+        return False
+    from keras.src.layers import layer
+
+    return hasattr(layer.CallSpec, "_fast")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _patched_keras_installed():
+        skip = pytest.mark.skip(reason="needs an installed patched Keras: run `nox -s equivalence`")
+        for item in items:
+            if "tests/equivalence" in str(item.fspath).replace(os.sep, "/"):
+                item.add_marker(skip)

@@ -30,10 +30,10 @@ BACKENDS: dict[str, list[str]] = {
     "torch": [TORCH_SPEC],
     "jax": [JAX_SPEC],
     "tensorflow": [TENSORFLOW_SPEC],
-    "numpy": [],
+    "numpy": ["scipy", JAX_SPEC],  # the numpy backend imports scipy, and jax for fft
 }
-#: Keras's own tests import tf.data whatever the backend, and a few grain, scipy, pandas.
-UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, "scipy", "pandas", "grain", "pytest", "pytest-xdist"]
+#: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
+UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, JAX_SPEC, "scipy", "pandas", "grain", "pytest", "pytest-xdist"]
 #: Which of Keras's test packages run against the installed wheel, per backend.
 UPSTREAM_TARGETS: dict[str, list[str]] = {
     "torch": ["keras.src.layers", "keras.src.models", "keras.src.trainers"],
@@ -168,3 +168,14 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
         "--label", f"{backend}: {' '.join(targets)}",
         "--json", str(reports / f"upstream-tests-{backend}.json"),
     )
+
+
+@nox.session(python=PYTHON)
+def mutants(session: nox.Session) -> None:
+    """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
+
+    Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
+    """
+    ensure_wheel(session)
+    session.install(".", TORCH_SPEC, "pytest", "hypothesis", str(pinned_wheel()))
+    session.run("python", "tests/mutants.py", env={"KERAS_BACKEND": "torch"})

@@ -1,0 +1,104 @@
+"""Prove the equivalence suite can fail: build forks with one-line breaks in the inserted code.
+
+Run by `nox -s mutants` (not part of CI: it builds one wheel per mutant). For each
+mutant, a copy of this project with one line of the template changed builds a wheel,
+which is installed over the current environment's Keras; the equivalence suite must
+then fail. Prints which test caught each mutant; exits 1 if any survived.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = "codemods/templates/callspec_v4.py"
+
+#: (name, the template line to change, its replacement)
+MUTANTS = [
+    (
+        "share the plan's argument_names between calls",
+        "        self.argument_names = list(plan.argument_names)\n",
+        "        self.argument_names = plan.argument_names\n",
+    ),
+    (
+        "drop the tensor check from the guard",
+        "            and is_backend_tensor_or_symbolic(args[0])\n",
+        "            and args[0] is not None\n",
+    ),
+    (
+        "arguments_dict aliases user_arguments_dict",
+        "        arguments_dict = {name: first_arg}\n",
+        "        arguments_dict = self.user_arguments_dict\n",
+    ),
+    (
+        "eager always True",
+        "        self.eager = not isinstance(first_arg, KerasTensor)\n",
+        "        self.eager = True\n",
+    ),
+    (
+        "tensor defaults count as plain",
+        "        if is_backend_tensor_or_symbolic(value):\n            return False\n",
+        "        if False:\n            return False\n",
+    ),
+    (
+        "positional-only training allowed",
+        "            and parameter.kind is inspect.Parameter.POSITIONAL_ONLY\n",
+        "            and parameter.kind is None\n",
+    ),
+]
+
+
+def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    print("+", " ".join(args), flush=True)
+    return subprocess.run(args, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+
+def build_mutant(index: int, old: str, new: str, work: Path) -> Path:
+    copy = work / f"project-{index}"
+    for name in ("forkgen", "codemods", "patched_keras/overlay"):
+        shutil.copytree(ROOT / name, copy / name)
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    template = copy / TEMPLATE
+    text = template.read_text()
+    assert text.count(old) == 1, f"mutant does not apply: {old!r}"
+    template.write_text(text.replace(old, new))
+    result = run(
+        [sys.executable, "-m", "forkgen", "build", "--out-dir", str(work / f"dist-{index}"), "--local-label", f"mutant.{index}"],
+        cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)},
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"building mutant {index} failed:\n{result.stderr[-2000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    survivors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for index, (name, old, new) in enumerate(MUTANTS, start=1):
+            wheel = build_mutant(index, old, new, work)
+            installed = run([sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)])
+            if installed.returncode != 0:
+                raise SystemExit(installed.stderr)
+            tests = run(
+                [sys.executable, "-m", "pytest", "tests/equivalence", "-q", "-x", "-p", "no:cacheprovider",
+                 "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
+                cwd=ROOT,
+            )
+            failed = re.findall(r"^FAILED (\S+)", tests.stdout, flags=re.MULTILINE)
+            caught = tests.returncode != 0 and failed
+            print(f"mutant {index}: {name}: " + (f"caught by {failed[0]}" if caught else "SURVIVED"), flush=True)
+            if not caught:
+                survivors.append(name)
+    print(f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} mutants caught")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -91,7 +91,7 @@ def main() -> int:
                  "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
                 cwd=ROOT,
             )
-            failed = re.findall(r"^FAILED (\S+)", tests.stdout, flags=re.MULTILINE)
+            failed = re.findall(r"^FAILED (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
             caught = tests.returncode != 0 and failed
             print(f"mutant {index}: {name}: " + (f"caught by {failed[0]}" if caught else "SURVIVED"), flush=True)
             if not caught:

@@ -105,6 +105,8 @@ class _Fingerprint:
 
     description: str
     matcher: m.BaseMatcherNode
+    #: How many times the statement appears in `__init__`.
+    count: int = 1
 
 
 def _self_attr(name: str) -> m.Attribute:
@@ -118,46 +120,44 @@ def _call(func: str, *args: m.Arg) -> m.Call:
     return m.Call(func=m.Name(func), args=list(args))
 
 
-_POSITIONAL = m.Arg(keyword=None, star="")
+def _all_tensors(allow_none: bool) -> m.If:
+    """`if all(is_backend_tensor_or_symbolic(x[, allow_none=True]) for x in ...)`."""
+    args = [m.Arg(m.Name(), keyword=None)]
+    if allow_none:
+        args.append(m.Arg(m.Name("True"), keyword=m.Name("allow_none")))
+    return m.If(test=m.Call(func=m.Name("all"), args=[m.Arg(m.GeneratorExp(elt=_call("is_backend_tensor_or_symbolic", *args)))]))
 
-# The statements that make V4 (Keras 3.10.0-3.15.1, master, nightly) what it is.
-# Each is matched by shape (names, operators, constants), not text.
-_V4_FINGERPRINT = (
-    _Fingerprint(
-        "call_args = {... kwargs.pop(context_arg) for context_arg in call_context_args ...}",
-        m.Assign(
-            targets=[m.AssignTarget(target=m.Name("call_args"))],
-            value=m.DictComp(
-                value=_call("kwargs.pop", m.Arg(m.Name())),
-                for_in=m.CompFor(iter=m.Name("call_context_args")),
+
+_BIND = m.Assign(
+    targets=[m.AssignTarget(target=m.Name("bound_args"))],
+    value=_call("signature.bind", m.Arg(m.Name("args"), star="*"), m.Arg(m.Name("kwargs"), star="**")),
+)
+_NESTED_WITH_LEN = _Fingerprint(
+    "elif tree.is_nested(value) and len(value) > 0: (a non-empty nested argument)",
+    m.If(
+        test=m.BooleanOperation(
+            left=_call("tree.is_nested", m.Arg(m.Name("value"))),
+            operator=m.And(),
+            right=m.Comparison(
+                left=_call("len", m.Arg(m.Name("value"))),
+                comparisons=[m.ComparisonTarget(m.GreaterThan(), m.Integer("0"))],
             ),
-        ),
+        )
     ),
-    _Fingerprint(
-        "bound_args = signature.bind(*args, **kwargs)",
-        m.Assign(
-            targets=[m.AssignTarget(target=m.Name("bound_args"))],
-            value=_call(
-                "signature.bind",
-                m.Arg(m.Name("args"), star="*"),
-                m.Arg(m.Name("kwargs"), star="**"),
-            ),
-        ),
-    ),
-    _Fingerprint(
-        "self.user_arguments_dict = {**call_args, **bound_args.arguments}",
-        m.Assign(
-            targets=[m.AssignTarget(target=_self_attr("user_arguments_dict"))],
-            value=m.Dict(
-                elements=[
-                    m.StarredDictElement(m.Name("call_args")),
-                    m.StarredDictElement(
-                        m.Attribute(value=m.Name("bound_args"), attr=m.Name("arguments"))
-                    ),
-                ]
-            ),
-        ),
-    ),
+)
+# Keras 3.0.0: any nested value, even an empty one, is classified (git tag v3.1.0
+# has this too, but the 3.1.0 sdist already carries the `len(value) > 0` test).
+_NESTED_WITHOUT_LEN = _Fingerprint(
+    "elif tree.is_nested(value): (any nested argument, even empty)",
+    m.If(test=_call("tree.is_nested", m.Arg(m.Name("value")))),
+)
+_ALL_TENSORS_OR_NONE = _Fingerprint(
+    "if all(is_backend_tensor_or_symbolic(x, allow_none=True) for x in flat_values)", _all_tensors(True)
+)
+_ALL_TENSORS = _Fingerprint("if all(is_backend_tensor_or_symbolic(x) for x in flat_values)", _all_tensors(False))
+
+# What every variant's loop has, whatever its version.
+_LOOP = (
     _Fingerprint("bound_args.apply_defaults()", _call("bound_args.apply_defaults")),
     _Fingerprint(
         "for name, value in bound_args.arguments.items(): ...",
@@ -176,49 +176,11 @@ _V4_FINGERPRINT = (
         m.If(test=_call("is_backend_tensor_or_symbolic", m.Arg(m.Name("value"), keyword=None))),
     ),
     _Fingerprint(
-        "elif tree.is_nested(value) and len(value) > 0: (a non-empty nested argument)",
-        m.If(
-            test=m.BooleanOperation(
-                left=_call("tree.is_nested", m.Arg(m.Name("value"))),
-                operator=m.And(),
-                right=m.Comparison(
-                    left=_call("len", m.Arg(m.Name("value"))),
-                    comparisons=[m.ComparisonTarget(m.GreaterThan(), m.Integer("0"))],
-                ),
-            )
-        ),
-    ),
-    _Fingerprint(
-        "if all(is_backend_tensor_or_symbolic(x, allow_none=True) for x in flat_values)",
-        m.If(
-            test=m.Call(
-                func=m.Name("all"),
-                args=[
-                    m.Arg(
-                        m.GeneratorExp(
-                            elt=_call(
-                                "is_backend_tensor_or_symbolic",
-                                m.Arg(m.Name(), keyword=None),
-                                m.Arg(m.Name("True"), keyword=m.Name("allow_none")),
-                            )
-                        )
-                    )
-                ],
-            )
-        ),
-    ),
-    _Fingerprint(
         "elif any(is_backend_tensor_or_symbolic(x) ...): raise ValueError(...)",
         m.If(
             test=m.Call(
                 func=m.Name("any"),
-                args=[
-                    m.Arg(
-                        m.GeneratorExp(
-                            elt=_call("is_backend_tensor_or_symbolic", m.Arg(m.Name(), keyword=None))
-                        )
-                    )
-                ],
+                args=[m.Arg(m.GeneratorExp(elt=_call("is_backend_tensor_or_symbolic", m.Arg(m.Name(), keyword=None))))],
             ),
             body=m.IndentedBlock(
                 body=[m.SimpleStatementLine(body=[m.Raise(exc=m.Call(func=m.Name("ValueError")))])]
@@ -246,12 +208,94 @@ _V4_FINGERPRINT = (
     ),
 )
 
-#: The `CallSpec.__init__` parameters of each variant, and its fingerprint.
-_VARIANTS: dict[str, tuple[tuple[str, ...], tuple[_Fingerprint, ...]]] = {
-    "V4": (("self", "signature", "call_context_args", "args", "kwargs"), _V4_FINGERPRINT),
-}
-#: Pre-3.10 variants: recognised by their constructor, not yet supported.
-_KNOWN_UNSUPPORTED = {("self", "signature", "args", "kwargs"): "V1-V3 (Keras 3.0-3.9)"}
+# Keras 3.0-3.9: `training` is popped when call() does not take it, then bound
+# in either branch; user_arguments_dict holds only what was bound.
+_V1_TO_V3_BINDING = (
+    _Fingerprint(
+        'if "training" in kwargs and "training" not in signature.parameters: kwargs.pop("training")',
+        m.If(
+            test=m.BooleanOperation(
+                left=m.Comparison(
+                    left=m.SimpleString(), comparisons=[m.ComparisonTarget(m.In(), m.Name("kwargs"))]
+                ),
+                operator=m.And(),
+                right=m.Comparison(
+                    left=m.SimpleString(),
+                    comparisons=[
+                        m.ComparisonTarget(
+                            m.NotIn(), m.Attribute(value=m.Name("signature"), attr=m.Name("parameters"))
+                        )
+                    ],
+                ),
+            )
+        ),
+    ),
+    _Fingerprint("bound_args = signature.bind(*args, **kwargs) (in both branches)", _BIND, count=2),
+    _Fingerprint(
+        "self.user_arguments_dict = {k: v for k, v in bound_args.arguments.items()}",
+        m.Assign(targets=[m.AssignTarget(target=_self_attr("user_arguments_dict"))], value=m.DictComp()),
+    ),
+)
+
+# Keras 3.10+: every registered context argument the call() does not accept is
+# popped and kept in user_arguments_dict.
+_V4_BINDING = (
+    _Fingerprint(
+        "call_args = {... kwargs.pop(context_arg) for context_arg in call_context_args ...}",
+        m.Assign(
+            targets=[m.AssignTarget(target=m.Name("call_args"))],
+            value=m.DictComp(
+                value=_call("kwargs.pop", m.Arg(m.Name())),
+                for_in=m.CompFor(iter=m.Name("call_context_args")),
+            ),
+        ),
+    ),
+    _Fingerprint("bound_args = signature.bind(*args, **kwargs)", _BIND),
+    _Fingerprint(
+        "self.user_arguments_dict = {**call_args, **bound_args.arguments}",
+        m.Assign(
+            targets=[m.AssignTarget(target=_self_attr("user_arguments_dict"))],
+            value=m.Dict(
+                elements=[
+                    m.StarredDictElement(m.Name("call_args")),
+                    m.StarredDictElement(
+                        m.Attribute(value=m.Name("bound_args"), attr=m.Name("arguments"))
+                    ),
+                ]
+            ),
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _Variant:
+    name: str
+    releases: str
+    #: Parameters of `CallSpec.__init__`.
+    parameters: tuple[str, ...]
+    #: The arguments of the construction in `Layer.__call__`, after `self._call_signature`.
+    construction: tuple[m.Name | m.Attribute, ...]
+    fingerprint: tuple[_Fingerprint, ...]
+    #: Whether `is_backend_tensor_or_symbolic` must take `allow_none` (Keras >= 3.4).
+    allow_none: bool
+
+
+_OLD_PARAMETERS = ("self", "signature", "args", "kwargs")
+_OLD_CONSTRUCTION = (m.Name("args"), m.Name("kwargs"))
+_VARIANTS = (
+    _Variant("V1", "3.0.0", _OLD_PARAMETERS, _OLD_CONSTRUCTION,
+             (*_V1_TO_V3_BINDING, *_LOOP, _NESTED_WITHOUT_LEN, _ALL_TENSORS), allow_none=False),
+    _Variant("V2", "3.1.0-3.3.3", _OLD_PARAMETERS, _OLD_CONSTRUCTION,
+             (*_V1_TO_V3_BINDING, *_LOOP, _NESTED_WITH_LEN, _ALL_TENSORS), allow_none=False),
+    _Variant("V3", "3.4.0-3.9.2", _OLD_PARAMETERS, _OLD_CONSTRUCTION,
+             (*_V1_TO_V3_BINDING, *_LOOP, _NESTED_WITH_LEN, _ALL_TENSORS_OR_NONE), allow_none=True),
+    _Variant("V4", "3.10.0-3.15.1, master, nightly",
+             ("self", "signature", "call_context_args", "args", "kwargs"),
+             (_self_attr("_call_context_args"), m.Name("args"), m.Name("kwargs")),
+             (*_V4_BINDING, *_LOOP, _NESTED_WITH_LEN, _ALL_TENSORS_OR_NONE), allow_none=True),
+)
+VARIANTS = {v.name: v for v in _VARIANTS}
 
 
 _WATCHED_ATTRIBUTES = frozenset({"_call_signature", "_call_spec_fast_plan", "_call_spec_fast_path"})
@@ -407,6 +451,8 @@ class _Analyzer:
         return cst.ensure_type(nodes[0], cst.SimpleStatementLine)
 
     def variant(self, callspec: tuple[ast.ClassDef, cst.ClassDef]) -> str:
+        """Classify CallSpec by its `__init__`: parameters, the 8 attributes, and
+        the statements that make each variant what it is (`_VARIANTS`)."""
         cls_ast, _ = callspec
         init_ast, init = self.method(callspec, "__init__")
         for member in cls_ast.body:
@@ -419,29 +465,33 @@ class _Analyzer:
         names = tuple(a.arg for a in [*args.posonlyargs, *args.args])
         if args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
             raise self.drift(init_ast, "CallSpec.__init__", "positional parameters without defaults", f"({self.code(args)})")
-        if names in _KNOWN_UNSUPPORTED:
+        candidates = [v for v in _VARIANTS if v.parameters == names]
+        if not candidates:
+            known = "; ".join(f"{v.name} ({v.releases}): ({', '.join(v.parameters)})" for v in _VARIANTS)
+            raise self.drift(init_ast, "CallSpec.__init__", f"the parameters of a known variant: {known}", f"({', '.join(names)})")
+        self.check_attributes(init_ast)
+        nodes = _subtree_nodes(init)
+        mismatches: list[tuple[int, _Variant, _Fingerprint, int]] = []
+        for candidate in candidates:
+            failed = []
+            for fingerprint in candidate.fingerprint:
+                found = sum(1 for n in nodes if m.matches(n, fingerprint.matcher))
+                if found != fingerprint.count:
+                    failed.append((fingerprint, found))
+            if not failed:
+                variant = candidate.name
+                break
+            mismatches.append((len(failed), candidate, *failed[0]))
+        else:
+            # Report against the closest variant: the one with fewest mismatches.
+            _, closest, fingerprint, found = min(mismatches, key=lambda item: item[0])
+            times = "exactly once" if fingerprint.count == 1 else f"{fingerprint.count} times"
             raise self.drift(
                 init_ast,
                 "CallSpec.__init__",
-                "CallSpec variant V4 (Keras >= 3.10, parameters (self, signature, call_context_args, args, kwargs))",
-                f"variant {_KNOWN_UNSUPPORTED[names]}, which this forkgen version does not support",
+                f"`{fingerprint.description}` {times} (the closest known variant, {closest.name}, Keras {closest.releases})",
+                "none" if not found else f"{found}",
             )
-        matches = [v for v, (expected_names, _) in _VARIANTS.items() if expected_names == names]
-        if not matches:
-            known = "; ".join(f"{v}: ({', '.join(p)})" for v, (p, _) in _VARIANTS.items())
-            raise self.drift(init_ast, "CallSpec.__init__", f"the parameters of a known variant ({known})", f"({', '.join(names)})")
-        variant = matches[0]
-        self.check_attributes(init_ast)
-        nodes = _subtree_nodes(init)
-        for fingerprint in _VARIANTS[variant][1]:
-            found = [n for n in nodes if m.matches(n, fingerprint.matcher)]
-            if len(found) != 1:
-                raise self.drift(
-                    init_ast,
-                    "CallSpec.__init__",
-                    f"exactly one `{fingerprint.description}` (variant {variant})",
-                    "none" if not found else f"{len(found)}",
-                )
         self.report(cls_ast, "callspec_class", f"class CallSpec, variant {variant}")
         return variant
 
@@ -464,7 +514,9 @@ class _Analyzer:
                 "; ".join(parts),
             )
 
-    def construction_statement(self, call: tuple[ast.FunctionDef, cst.FunctionDef]) -> cst.SimpleStatementLine:
+    def construction_statement(
+        self, call: tuple[ast.FunctionDef, cst.FunctionDef], variant: _Variant
+    ) -> cst.SimpleStatementLine:
         anchor = "callspec_construction"
         call_ast, call_cst = call
         expected_params = m.Parameters(
@@ -476,7 +528,8 @@ class _Analyzer:
         )
         if not m.matches(call_cst.params, expected_params):
             raise self.drift(call_ast, "Layer.__call__", "parameters (self, *args, **kwargs)", f"({self.code(call_ast.args)})")
-        expected = "exactly one `call_spec = CallSpec(self._call_signature, self._call_context_args, args, kwargs)` in Layer.__call__"
+        arguments = "self._call_signature, self._call_context_args, args, kwargs" if variant.name == "V4" else "self._call_signature, args, kwargs"
+        expected = f"exactly one `call_spec = CallSpec({arguments})` in Layer.__call__ (variant {variant.name})"
         constructions = _scan(
             call_ast,
             lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "CallSpec",
@@ -494,9 +547,7 @@ class _Analyzer:
                         func=m.Name("CallSpec"),
                         args=[
                             m.Arg(_self_attr("_call_signature"), keyword=None, star=""),
-                            m.Arg(_self_attr("_call_context_args"), keyword=None, star=""),
-                            m.Arg(m.Name("args"), keyword=None, star=""),
-                            m.Arg(m.Name("kwargs"), keyword=None, star=""),
+                            *(m.Arg(a, keyword=None, star="") for a in variant.construction),
                         ],
                     ),
                 )
@@ -532,7 +583,7 @@ class _Analyzer:
                             pending.append(child)
         return bound
 
-    def check_names(self, template: Template, bound: set[str]) -> None:
+    def check_names(self, template: Template, bound: set[str], variant: _Variant) -> None:
         missing = sorted(template.required_names - bound)
         if missing:
             raise self.drift(
@@ -541,7 +592,7 @@ class _Analyzer:
                 "module-level bindings for " + ", ".join(sorted(template.required_names)),
                 "no binding for " + ", ".join(missing),
             )
-        for fn in self.tree.body:
+        for fn in self.tree.body if variant.allow_none else ():
             if isinstance(fn, ast.FunctionDef) and fn.name == "is_backend_tensor_or_symbolic":
                 params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
                 if "allow_none" not in params:
@@ -609,10 +660,10 @@ def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None 
     call = analyzer.method(layer, "__call__")
     signature_stmt = analyzer.call_signature_statement(init)
     variant = analyzer.variant(callspec)
-    construction = analyzer.construction_statement(call)
+    construction = analyzer.construction_statement(call, VARIANTS[variant])
     template = templates.load(variant)
     bound = analyzer.module_bindings()
-    analyzer.check_names(template, bound)
+    analyzer.check_names(template, bound, VARIANTS[variant])
     construction_line = next(a.line for a in analyzer.anchors if a.name == "callspec_construction")
     applied = analyzer.applied(
         template, bound, init[1], signature_stmt, callspec[1], call[1], construction, construction_line

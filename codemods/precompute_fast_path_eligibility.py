@@ -13,7 +13,7 @@ class PrecomputeFastPathEligibilityCommand(PatchCommand):
         "without signature.bind (the plan and the kill switch go before CallSpec)."
     )
     PIECE = "eligibility"
-    VERSION = "1"
+    VERSION = "2"
     DESCEND_INTO = "__init__"
 
     def leave_SimpleStatementLine(

@@ -17,37 +17,44 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = "codemods/templates/callspec_v4.py"
+COMMON = "codemods/templates/callspec_common.py"
+V3_V4 = "codemods/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
 
-#: (name, the template line to change, its replacement)
+#: (name, template file, the lines to change, their replacement)
 MUTANTS = [
     (
         "share the plan's argument_names between calls",
+        COMMON,
         "        self.argument_names = list(plan.argument_names)\n",
         "        self.argument_names = plan.argument_names\n",
     ),
     (
         "drop the tensor check from the guard",
+        COMMON,
         "            and is_backend_tensor_or_symbolic(args[0])\n",
         "            and args[0] is not None\n",
     ),
     (
         "arguments_dict aliases user_arguments_dict",
+        COMMON,
         "        arguments_dict = {name: first_arg}\n",
         "        arguments_dict = self.user_arguments_dict\n",
     ),
     (
         "eager always True",
+        COMMON,
         "        self.eager = not isinstance(first_arg, KerasTensor)\n",
         "        self.eager = True\n",
     ),
     (
         "tensor defaults count as plain",
+        V3_V4,
         "        if is_backend_tensor_or_symbolic(value):\n            return False\n",
         "        if False:\n            return False\n",
     ),
     (
         "positional-only training allowed",
+        COMMON,
         "            and parameter.kind is inspect.Parameter.POSITIONAL_ONLY\n",
         "            and parameter.kind is None\n",
     ),
@@ -59,12 +66,12 @@ def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload,no-any-return]
 
 
-def build_mutant(index: int, old: str, new: str, work: Path) -> Path:
+def build_mutant(index: int, template_path: str, old: str, new: str, work: Path) -> Path:
     copy = work / f"project-{index}"
     for name in ("forkgen", "codemods", "patched_keras/overlay"):
         shutil.copytree(ROOT / name, copy / name)
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    template = copy / TEMPLATE
+    template = copy / template_path
     text = template.read_text()
     assert text.count(old) == 1, f"mutant does not apply: {old!r}"
     template.write_text(text.replace(old, new))
@@ -81,8 +88,8 @@ def main() -> int:
     survivors = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for index, (name, old, new) in enumerate(MUTANTS, start=1):
-            wheel = build_mutant(index, old, new, work)
+        for index, (name, template_path, old, new) in enumerate(MUTANTS, start=1):
+            wheel = build_mutant(index, template_path, old, new, work)
             installed = run([sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)])
             if installed.returncode != 0:
                 raise SystemExit(installed.stderr)

@@ -8,6 +8,7 @@ imported (the names they use are bound only in the target module).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -21,8 +22,17 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-#: Template module of each supported CallSpec variant.
-TEMPLATE_MODULES = {"V4": "callspec_v4.py"}
+#: The code common to every variant.
+COMMON_MODULE = "callspec_common.py"
+#: The module holding each variant's own rule (V3 and V4 classify alike).
+TEMPLATE_MODULES = {
+    "V1": "callspec_v1.py",
+    "V2": "callspec_v2.py",
+    "V3": "callspec_v3.py",
+    "V4": "callspec_v3.py",
+}
+#: The function each variant module defines; spliced before `_callspec_fast_plan`.
+VARIANT_FUNCTION = "_callspec_fast_default_is_plain"
 
 #: Matches the anchor statement `self._call_signature = inspect.signature(self.call)`.
 CALL_SIGNATURE_STATEMENT = m.SimpleStatementLine(
@@ -106,7 +116,7 @@ def _bound_names(statements: tuple[cst.BaseStatement, ...]) -> frozenset[str]:
 
 
 def _free_names(
-    wrapper: MetadataWrapper, pieces: list[cst.CSTNode], defined: frozenset[str]
+    wrapper: MetadataWrapper, pieces: Sequence[cst.CSTNode], defined: frozenset[str]
 ) -> frozenset[str]:
     """Global names the pieces read, minus builtins and what the pieces define."""
     positions = wrapper.resolve(PositionProvider)
@@ -130,18 +140,30 @@ def _free_names(
     return frozenset(names - defined)
 
 
+def _parse(filename: str) -> MetadataWrapper:
+    source = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
+    return MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+
+
 @functools.cache
 def load(variant: str) -> Template:
-    """Parse the template module of `variant` into its four pieces."""
-    filename = TEMPLATE_MODULES[variant]
-    source = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
-    wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    """Parse the common template and the module of `variant` into the four pieces."""
+    wrapper = _parse(COMMON_MODULE)
     module = wrapper.module
+    variant_wrapper = _parse(TEMPLATE_MODULES[variant])
+    rule = [
+        s for s in variant_wrapper.module.body if m.matches(s, m.FunctionDef(name=m.Name(VARIANT_FUNCTION)))
+    ]
+    if len(rule) != 1:
+        raise ValueError(f"{TEMPLATE_MODULES[variant]} must define {VARIANT_FUNCTION} once")
     layer = _class(module, "Layer")
     callspec = _class(module, "CallSpec")
 
-    layer_index = module.body.index(layer)
-    module_piece = tuple(module.body[:layer_index])
+    common_piece = list(module.body[: module.body.index(layer)])
+    plan = [i for i, s in enumerate(common_piece) if m.matches(s, m.FunctionDef(name=m.Name("_callspec_fast_plan")))]
+    if len(plan) != 1:
+        raise ValueError("the common template must define _callspec_fast_plan once")
+    module_piece = (*common_piece[: plan[0]], rule[0], *common_piece[plan[0] :])
 
     init_body = _body(_method(layer, "__init__"))
     anchors = [i for i, s in enumerate(init_body) if m.matches(s, CALL_SIGNATURE_STATEMENT)]
@@ -158,14 +180,15 @@ def load(variant: str) -> Template:
     fast_piece = _method(callspec, "_fast")
 
     defined = _bound_names(module_piece)
-    pieces: list[cst.CSTNode] = [*module_piece, *eligibility_piece, guard_piece.test]
-    pieces.append(guard_piece.body)
-    pieces.append(fast_piece)
-    required = _free_names(wrapper, pieces, defined)
-    # Two blank lines between upstream's previous definition and the block.
-    first, *rest = module_piece
+    pieces: list[cst.CSTNode] = [*common_piece, *eligibility_piece, guard_piece.test, guard_piece.body, fast_piece]
+    required = _free_names(wrapper, pieces, defined) | _free_names(variant_wrapper, rule, defined)
+    # Two blank lines between upstream's previous definition and the block,
+    # and before the variant's rule (its own module's header is not spliced).
     blank = (cst.EmptyLine(), cst.EmptyLine())
-    module_piece = (first.with_changes(leading_lines=[*blank, *first.leading_lines]), *rest)
+    module_piece = tuple(
+        s.with_changes(leading_lines=[*blank, *s.leading_lines]) if i == 0 or s is rule[0] else s
+        for i, s in enumerate(module_piece)
+    )
     return Template(
         variant=variant,
         module_piece=module_piece,

@@ -123,7 +123,7 @@ class Outer(keras.layers.Layer):
     """Calls an inner layer as `inner(x)`; its own call takes training and mask."""
 
     def __init__(self, inner: Any) -> None:
-        super().__init__()
+        super().__init__(name="outer")
         self.inner = inner
 
     def call(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:

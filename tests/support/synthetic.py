@@ -113,6 +113,55 @@ LAYER_V4 = textwrap.dedent(
     '''
 )
 
+_V4_BINDING = """\
+        # Context args the call() does not accept are popped before binding.
+        call_args = {
+            context_arg: kwargs.pop(context_arg)
+            for context_arg in call_context_args
+            if context_arg in kwargs and context_arg not in signature.parameters
+        }
+        bound_args = signature.bind(*args, **kwargs)
+        self.user_arguments_dict = {**call_args, **bound_args.arguments}
+"""
+_OLD_BINDING = """\
+        # A `training` the call() does not take is dropped before binding.
+        if "training" in kwargs and "training" not in signature.parameters:
+            kwargs.pop("training")
+            bound_args = signature.bind(*args, **kwargs)
+        else:
+            bound_args = signature.bind(*args, **kwargs)
+        self.user_arguments_dict = {k: v for k, v in bound_args.arguments.items()}
+"""
+_ALL_OR_NONE = """\
+                if all(
+                    is_backend_tensor_or_symbolic(x, allow_none=True)
+                    for x in flat_values
+                ):
+"""
+_ALL = """\
+                if all(is_backend_tensor_or_symbolic(x) for x in flat_values):
+"""
+
+
+def _older(variant: str) -> str:
+    """LAYER_V4 turned into the shape of an older CallSpec variant (KERAS_FACTS.md)."""
+    source = LAYER_V4.replace("(CallSpec variant V4)", f"(CallSpec variant {variant})")
+    source = replace_once(source, _V4_BINDING, _OLD_BINDING)
+    source = replace_once(
+        source,
+        "def __init__(self, signature, call_context_args, args, kwargs):",
+        "def __init__(self, signature, args, kwargs):",
+    )
+    construction = "self._call_signature, self._call_context_args, args, kwargs"
+    assert source.count(construction) == 2
+    source = source.replace(construction, "self._call_signature, args, kwargs")
+    if variant in ("V1", "V2"):
+        source = replace_once(source, _ALL_OR_NONE, _ALL)
+    if variant == "V1":
+        source = replace_once(source, "elif tree.is_nested(value) and len(value) > 0:", "elif tree.is_nested(value):")
+    return source
+
+
 VERSION_PY = textwrap.dedent(
     '''\
     # Synthetic stand-in for keras/src/version.py.
@@ -159,6 +208,10 @@ def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
     module = types.ModuleType(name)
     exec(compile(source, f"<{name}>", "exec"), module.__dict__)
     return module
+
+
+#: A synthetic layer.py of each CallSpec variant.
+LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYER_V4}
 
 
 def tree_files(layer: str = LAYER_V4, version: str = "3.15.1") -> dict[str, str]:

@@ -168,3 +168,29 @@ def test_syntax_error_is_drift() -> None:
     with pytest.raises(AnchorDrift) as caught:
         analyze_source("def broken(:\n")
     assert caught.value.anchor == "module"
+
+
+@pytest.mark.parametrize("variant", ["V1", "V2", "V3", "V4"])
+def test_every_variant_is_classified_and_patched(variant: str) -> None:
+    from tests.support.synthetic import LAYERS
+
+    source = LAYERS[variant]
+    assert analyze_source(source).variant == variant
+    result = patch_source(source)
+    assert result.variant == variant and analyze_source(result.source).fully_applied
+    assert patch_source(result.source).source == result.source  # idempotent
+    # The construction of compute_output_spec is left as upstream wrote it.
+    construction = "self._call_signature, self._call_context_args, args, kwargs" if variant == "V4" else "self._call_signature, args, kwargs"
+    assert f"call_spec = CallSpec(\n            {construction}\n        )\n        return call_spec.first_arg" in result.source
+
+
+def test_a_variant_with_a_changed_statement_names_the_closest_variant() -> None:
+    from tests.support.synthetic import LAYERS
+
+    source = LAYERS["V3"].replace(
+        'if "training" in kwargs and "training" not in signature.parameters:', 'if "training" in kwargs:'
+    )
+    assert source != LAYERS["V3"]
+    with pytest.raises(AnchorDrift) as caught:
+        patch_source(source)
+    assert "closest known variant" in caught.value.expected

@@ -21,10 +21,12 @@ from hypothesis import strategies as st
 from codemods.patch import patch_source
 from tests.support.equivalence import differences
 from tests.support.fake_backend import KerasTensor, Registered, Tensor
-from tests.support.synthetic import LAYER_V4, load_module
+from tests.support.synthetic import LAYER_V4, LAYERS, load_module
 
 PATCHED = patch_source(LAYER_V4).source
 MODULE = load_module(PATCHED)
+#: The patched synthetic layer.py of every CallSpec variant.
+MODULES = {variant: load_module(patch_source(source).source, f"layer_{variant}") for variant, source in LAYERS.items()}
 
 P = inspect.Parameter
 POS_ONLY, POS, VAR_POS, KW_ONLY, VAR_KW = (
@@ -55,8 +57,10 @@ def params(spec: str, defaults: dict[str, Any] | None = None) -> list[P]:
     return list(inspect.signature(namespace["f"]).parameters.values())
 
 
-def slow_spec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return MODULE.CallSpec(layer._call_signature, layer._call_context_args, args, dict(kwargs))
+def slow_spec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], module: types.ModuleType = MODULE) -> Any:
+    if hasattr(module.CallSpec.__init__, "__code__") and "call_context_args" not in module.CallSpec.__init__.__code__.co_varnames:
+        return module.CallSpec(layer._call_signature, args, dict(kwargs))  # V1-V3
+    return module.CallSpec(layer._call_signature, layer._call_context_args, args, dict(kwargs))
 
 
 @contextmanager
@@ -263,12 +267,14 @@ def outcome(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
     return "spec", layer.last_call_spec
 
 
-@settings(max_examples=300, deadline=None)
-@given(parameters=signatures(), call=calls())
-def test_generated_signatures_and_calls(parameters: list[P], call: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+@settings(max_examples=400, deadline=None)
+@given(variant=st.sampled_from(sorted(MODULES)), parameters=signatures(), call=calls())
+def test_generated_signatures_and_calls(
+    variant: str, parameters: list[P], call: tuple[tuple[Any, ...], dict[str, Any]]
+) -> None:
     args, kwargs = call
-    fast_layer = make_layer(MODULE, parameters)
-    slow_layer = make_layer(MODULE, parameters)
+    fast_layer = make_layer(MODULES[variant], parameters)
+    slow_layer = make_layer(MODULES[variant], parameters)
     slow_layer._call_spec_fast_path = False
     fast = outcome(fast_layer, args, kwargs)
     slow = outcome(slow_layer, args, kwargs)
@@ -277,3 +283,38 @@ def test_generated_signatures_and_calls(parameters: list[P], call: tuple[tuple[A
         assert fast[1] == slow[1]
     else:
         assert differences(fast[1], slow[1]) == []
+
+
+# -- what differs between the variants ------------------------------------------
+
+#: default -> the variants in which a layer with it is eligible (KERAS_FACTS.md):
+#: V1 classifies an empty nested default as a tensor argument and needs no
+#: `__len__`; V1-V2 count None as a non-tensor inside nested defaults.
+BY_VARIANT: list[tuple[str, Any, set[str]]] = [
+    ("()", (), {"V2", "V3", "V4"}),
+    ("[]", [], {"V2", "V3", "V4"}),
+    ("{}", {}, {"V2", "V3", "V4"}),
+    ("(None, None)", (None, None), {"V1", "V2"}),
+    ("(None, 3)", (None, 3), {"V1", "V2", "V3", "V4"}),
+    ("(3, 3)", (3, 3), {"V1", "V2", "V3", "V4"}),
+    ("(tensor, None)", (TENSOR_DEFAULT, None), set()),
+    ("registered without __len__", Registered(1), {"V1"}),
+    ("empty registered", Registered(), set()),
+]
+
+
+@pytest.mark.parametrize("variant", sorted(MODULES))
+@pytest.mark.parametrize(("name", "default", "eligible_in"), BY_VARIANT, ids=[n for n, _, _ in BY_VARIANT])
+def test_eligibility_follows_each_variant(variant: str, name: str, default: Any, eligible_in: set[str], x: Any) -> None:
+    module = MODULES[variant]
+    layer = make_layer(module, [P("inputs", POS), P("option", POS, default=default)])
+    assert layer._call_spec_fast_path is (variant in eligible_in)
+    if layer._call_spec_fast_path:
+        fast = module.CallSpec._fast(layer._call_spec_fast_plan, x)
+        assert differences(fast, slow_spec(layer, (x,), {}, module)) == []
+    with count_slow(module) as slow:
+        try:
+            layer(x)
+        except (TypeError, ValueError):
+            pass
+    assert len(slow) == (0 if variant in eligible_in else 1)

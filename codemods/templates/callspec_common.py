@@ -1,10 +1,13 @@
-# The code forkgen inserts into keras/src/layers/layer.py for CallSpec variant V4
-# (Keras 3.10.0 - 3.15.1, master, keras-nightly; see shared KERAS_FACTS.md).
+# The code forkgen inserts into keras/src/layers/layer.py, common to every
+# CallSpec variant. What differs between variants, the rule deciding whether a
+# default is plain (`_callspec_fast_default_is_plain`), lives in the variant's
+# own template module (callspec_v1.py ... callspec_v4.py).
 #
 # This module is never imported. The codemods parse it with libcst and splice
 # its pieces into upstream's layer.py:
-#   * every top-level statement before `class Layer` (the "module" piece) goes
-#     right before upstream's `class CallSpec`;
+#   * every top-level statement before `class Layer` (the "module" piece), with
+#     the variant's `_callspec_fast_default_is_plain` placed right before
+#     `_callspec_fast_plan`, goes right before upstream's `class CallSpec`;
 #   * the statements after the `_call_signature` anchor in `Layer.__init__`
 #     (the "eligibility" piece) go right after upstream's anchor;
 #   * the `if` in `Layer.__call__` (the "guard" piece) replaces upstream's
@@ -12,9 +15,9 @@
 #     byte for byte; the placeholder `else` body below is discarded;
 #   * `CallSpec._fast` (the "fast constructor" piece) is appended to upstream's
 #     `class CallSpec`.
-# Names used here and not defined here (`inspect`, `tree`, `KerasTensor`,
-# `is_backend_tensor_or_symbolic`, `CallSpec`) must be bound in the target
-# module; the analysis checks that before anything is inserted.
+# Names used here and not defined here (`inspect`, `KerasTensor`, `CallSpec`,
+# and in the variant modules `tree`, `is_backend_tensor_or_symbolic`) must be
+# bound in the target module; the analysis checks that before inserting.
 # ruff: noqa
 
 
@@ -42,33 +45,6 @@ class _CallSpecFastPlan:
         self.first_name = first_name
         self.argument_names = argument_names
         self.defaults = defaults
-
-
-def _callspec_fast_default_is_plain(value):
-    """Whether CallSpec.__init__ (V4) classifies default `value` as a plain,
-    non-tensor argument, without raising.
-
-    Mirrors its loop: a tensor default, a non-empty nested default made only of
-    tensors or None, and a nested default mixing tensors with other values
-    (which raises ValueError there) are not plain. A default whose
-    classification raises (e.g. a registered nested type without `__len__`) is
-    not plain either: the slow path keeps raising for it.
-    """
-    try:
-        if is_backend_tensor_or_symbolic(value):
-            return False
-        if tree.is_nested(value) and len(value) > 0:
-            flat_values = tree.flatten(value)
-            if all(
-                is_backend_tensor_or_symbolic(x, allow_none=True)
-                for x in flat_values
-            ):
-                return False
-            if any(is_backend_tensor_or_symbolic(x) for x in flat_values):
-                return False
-    except Exception:
-        return False
-    return True
 
 
 def _callspec_fast_plan(signature):

@@ -1,0 +1,32 @@
+# The rule of CallSpec variants V3 (Keras 3.4.0 - 3.9.2) and V4 (3.10.0 - 3.15.1,
+# master, keras-nightly), which classify arguments alike (see KERAS_FACTS.md):
+# whether `CallSpec.__init__` classifies a default as a plain, non-tensor
+# argument. Spliced by the codemods into layer.py with the rest of
+# callspec_common.py; never imported.
+# ruff: noqa
+
+
+def _callspec_fast_default_is_plain(value):
+    """Whether CallSpec.__init__ (V3, V4) classifies default `value` as a plain,
+    non-tensor argument, without raising.
+
+    Mirrors its loop: a non-empty nested default made only of tensors or None
+    is a tensor argument; one mixing tensors and other values raises. A
+    default whose classification raises (e.g. a registered nested type
+    without `__len__`) is not plain either.
+    """
+    try:
+        if is_backend_tensor_or_symbolic(value):
+            return False
+        if tree.is_nested(value) and len(value) > 0:
+            flat_values = tree.flatten(value)
+            if all(
+                is_backend_tensor_or_symbolic(x, allow_none=True)
+                for x in flat_values
+            ):
+                return False
+            if any(is_backend_tensor_or_symbolic(x) for x in flat_values):
+                return False
+    except Exception:
+        return False
+    return True

@@ -1,7 +1,7 @@
 # The code forkgen inserts into keras/src/layers/layer.py, common to every
 # CallSpec variant. What differs between variants, the rule deciding whether a
 # default is plain (`_callspec_fast_default_is_plain`), lives in the variant's
-# own template module (callspec_v1.py ... callspec_v4.py).
+# own template module (callspec_v1.py, callspec_v2.py, callspec_v3.py for V3 and V4).
 #
 # This module is never imported. The codemods parse it with libcst and splice
 # its pieces into upstream's layer.py:

@@ -15,6 +15,7 @@ import forkgen
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import patch, pipeline, provenance, verify
+from forkgen import rebase as rebase_mod
 from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Anchors, Pin
@@ -74,6 +75,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, metavar="DIR", help="where the wheel goes (default: patched_keras/dist/)")
     p.add_argument("--local-label", help="PEP 440 local label (default: the pin's, or $FORKGEN_LOCAL_LABEL)")
     p.add_argument("--isolated-build", action="store_true", help="build in an isolated environment (downloads the build backend)")
+
+    p = sub.add_parser("rebase", help="prove the fork on another release, then move the pin to it")
+    _common(p)
+    p.add_argument("target", metavar="VERSION", help="the upstream release to move to")
+    p.add_argument("--distribution", choices=config_mod.DISTRIBUTIONS, help="upstream distribution (default: the pinned one)")
+    p.add_argument("--sha256", help="expected sha256 of its sdist (default: trust what the index serves, and pin that)")
+    p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
+    p.add_argument("--torch-spec", default=None, help="torch requirement of the equivalence run (default: $FORKGEN_TORCH_SPEC or torch==2.13.0)")
+    p.add_argument("--no-verify", action="store_true", help="stop after building; do not run the equivalence suite nor move the pin")
 
     p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
     p.add_argument("upstream", type=Path, metavar="UPSTREAM_XML")
@@ -202,12 +212,31 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rebase(args: argparse.Namespace) -> int:
+    cfg = config_mod.load(args.config)
+    if cfg.path is None or cfg.pin is None:
+        raise UsageError("rebase needs the pyproject.toml whose [tool.forkgen] pin it moves", hint="run it from the forkgen checkout or pass --config")
+    target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=args.target, sha256=args.sha256)
+    result = rebase_mod.rebase(
+        target,
+        cfg.pin,
+        cfg.path,
+        cache_dir=args.cache_dir or default_cache_dir(),
+        workspace=_workspace(cfg),
+        torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
+        verify=not args.no_verify,
+    )
+    print(result.wheel.path)
+    return EXIT_OK
+
+
 def cmd_compare_tests(args: argparse.Namespace) -> int:
     verify.compare_files(args.label or str(args.patched), args.upstream, args.patched, args.json)
     return EXIT_OK
 
 
 COMMANDS = {
+    "rebase": cmd_rebase,
     "compare-tests": cmd_compare_tests,
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,

@@ -179,3 +179,13 @@ def mutants(session: nox.Session) -> None:
     ensure_wheel(session)
     session.install(".", TORCH_SPEC, "pytest", "hypothesis", str(pinned_wheel()))
     session.run("python", "tests/mutants.py", env={"KERAS_BACKEND": "torch"})
+
+
+@nox.session(python=PYTHON)
+def matrix(session: nox.Session) -> None:
+    """Every Keras 3 release and keras-nightly through the pipeline; writes COMPATIBILITY.md.
+
+    Not part of `nox`. `nox -s matrix -- --releases 3.14.1,3.15.1` checks only those.
+    """
+    session.install(".")
+    session.run("python", "tests/matrix.py", *(session.posargs or ["--nightly"]))

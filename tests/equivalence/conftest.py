@@ -1,8 +1,8 @@
 """The equivalence suite runs against an installed patched Keras (nox -s equivalence).
 
-Hypothesis profiles: `equivalence` (default, 500 examples per property) and
-`thorough` (5,000), chosen with `--hypothesis-profile thorough` or
-FORKGEN_HYPOTHESIS_PROFILE.
+Hypothesis profiles: `equivalence` (default, 500 examples per property),
+`thorough` (5,000) and `matrix` (100, the short run of `nox -s matrix`), chosen
+with `--hypothesis-profile thorough` or FORKGEN_HYPOTHESIS_PROFILE.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 settings.register_profile("thorough", parent=settings.get_profile("equivalence"), max_examples=5000)
+settings.register_profile("matrix", parent=settings.get_profile("equivalence"), max_examples=100)
 settings.load_profile(os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"))
 
 

@@ -1,0 +1,157 @@
+"""Every Keras 3 release through the whole pipeline; writes COMPATIBILITY.md (nox -s matrix).
+
+For each release: fetch -> analyze -> apply -> build with forkgen, then install the
+wheel with torch into a fresh environment and run the equivalence field matrix and a
+short property-based run. Not part of CI (it downloads and installs ~40 releases).
+
+    python tests/matrix.py [--releases 3.0.0,3.15.1] [--nightly] [--output COMPATIBILITY.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH_SPEC = os.environ.get("FORKGEN_TORCH_SPEC", "torch==2.13.0")
+
+#: What an old release needs beside today's packages to import and run (found by
+#: running this matrix): requirement specs added to its environment.
+EXTRA_REQUIREMENTS: dict[str, list[str]] = {}
+
+
+@dataclass
+class Row:
+    release: str
+    variant: str = "-"
+    applied: str = "-"
+    equivalence: str = "-"
+    seconds: float = 0.0
+
+
+def releases(include_nightly: bool) -> list[tuple[str, str]]:
+    """(distribution, version) of every Keras 3 release on the index, oldest first."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "keras", "--disable-pip-version-check"],
+        capture_output=True, text=True, check=True,
+    )
+    line = next(line for line in result.stdout.splitlines() if line.startswith("Available versions:"))
+    versions = [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip().startswith("3.")]
+    found = [("keras", v) for v in sorted(versions, key=lambda v: tuple(int(p) for p in v.split(".")))]
+    if include_nightly:
+        found.append(("keras-nightly", "latest"))
+    return found
+
+
+def forkgen(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "forkgen", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def nightly_version() -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "keras-nightly", "--pre", "--disable-pip-version-check"],
+        capture_output=True, text=True, check=True,
+    )
+    return result.stdout.split("(", 1)[1].split(")", 1)[0]
+
+
+def check(distribution: str, version: str, work: Path) -> Row:
+    row = Row(f"{distribution} {version}")
+    started = time.monotonic()
+    try:
+        fetched = forkgen("fetch", "--distribution", distribution, "--version", version)
+        if fetched.returncode != 0:
+            row.applied = f"fetch failed (exit {fetched.returncode}): {last_error(fetched.stderr)}"
+            return row
+        source = fetched.stdout.strip().splitlines()[-1]
+        analysed = forkgen("analyze", source, "--json")
+        report = json.loads(analysed.stdout) if analysed.stdout.strip() else {}
+        if analysed.returncode != 0:
+            row.applied = f"refused (exit {analysed.returncode}): {report.get('error', last_error(analysed.stderr))}"
+            return row
+        row.variant = report["variant"]
+        out = work / f"{distribution}-{version}"
+        built = forkgen("build", "--distribution", distribution, "--version", version, "--out-dir", str(out))
+        if built.returncode != 0:
+            row.applied = f"build failed (exit {built.returncode}): {last_error(built.stderr)}"
+            return row
+        row.applied = "yes"
+        wheel = built.stdout.strip().splitlines()[-1]
+        row.equivalence = equivalence(wheel, version, work / f"venv-{version}")
+        return row
+    finally:
+        row.seconds = time.monotonic() - started
+
+
+def last_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    return (lines[-1][len("error: "):] if lines else stderr.strip().splitlines()[-1] if stderr.strip() else "?")[:200]
+
+
+def equivalence(wheel: str, version: str, env_dir: Path) -> str:
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    requirements = [wheel, TORCH_SPEC, "pytest", "hypothesis", *EXTRA_REQUIREMENTS.get(version, [])]
+    installed = subprocess.run([python, "-m", "pip", "install", "-q", *requirements], capture_output=True, text=True)
+    if installed.returncode != 0:
+        return "not installable: " + last_error(installed.stderr)
+    tests = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning",
+         "tests/equivalence/test_field_matrix.py", "tests/equivalence/test_properties.py"],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": "matrix"},
+    )
+    shutil.rmtree(env_dir, ignore_errors=True)
+    summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else "no output"
+    summary = re.sub(r"=+", "", summary).strip()
+    return ("pass: " if tests.returncode == 0 else "FAIL: ") + summary
+
+
+def write(rows: list[Row], output: Path) -> None:
+    lines = [
+        "# Compatibility",
+        "",
+        "Every Keras 3 release through forkgen (`nox -s matrix`): fetch, analyze, apply, build, then",
+        f"the equivalence field matrix and a short property-based run on torch ({TORCH_SPEC}).",
+        "",
+        "| release | CallSpec variant | applied | equivalence (torch) | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {r.release} | {r.variant} | {r.applied} | {r.equivalence} | {r.seconds:.0f} |" for r in rows]
+    output.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--releases", help="comma-separated versions (default: every 3.x release)")
+    parser.add_argument("--nightly", action="store_true", help="also the latest keras-nightly")
+    parser.add_argument("--output", type=Path, default=ROOT / "COMPATIBILITY.md")
+    args = parser.parse_args()
+    targets = [("keras", v) for v in args.releases.split(",")] if args.releases else releases(args.nightly)
+    if args.releases and args.nightly:
+        targets.append(("keras-nightly", "latest"))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for distribution, version in targets:
+            if version == "latest":
+                version = nightly_version()
+            row = check(distribution, version, Path(tmp))
+            print(f"{row.release}: {row.variant}, applied {row.applied}, equivalence {row.equivalence} ({row.seconds:.0f} s)", flush=True)
+            rows.append(row)
+    write(rows, args.output)
+    failed = [r for r in rows if r.applied == "yes" and not r.equivalence.startswith("pass")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

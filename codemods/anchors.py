@@ -312,6 +312,11 @@ class _Found:
     qualname: str
 
 
+def _attribute(found: _Found) -> str:
+    """The attribute name of a write found by `_scan` over `_WATCHED_ATTRIBUTES`."""
+    return str(getattr(found.node, "attr", ""))
+
+
 def _scan(root: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[_Found]:
     """Every node below `root` satisfying `predicate`, in one pass."""
     found: list[_Found] = []
@@ -426,7 +431,7 @@ class _Analyzer:
         anchor = "call_signature"
         init_ast, init_cst = init
         expected = "exactly one `self._call_signature = inspect.signature(self.call)` in Layer.__init__"
-        stores = [w for w in self.writes if w.node.attr == "_call_signature"]  # type: ignore[attr-defined]
+        stores = [w for w in self.writes if _attribute(w) == "_call_signature"]
         if not stores:
             raise self.drift(init_ast, anchor, expected, "no assignment to `_call_signature`")
         if len(stores) > 1:
@@ -625,7 +630,7 @@ class _Analyzer:
                 + ("present" if eligibility else "absent")
                 + " (patched by another forkgen version, or edited by hand?)",
             )
-        markers = [w for w in self.writes if w.node.attr != "_call_signature"]  # type: ignore[attr-defined]
+        markers = [w for w in self.writes if _attribute(w) != "_call_signature"]
         if markers and not eligibility:
             raise self.drift(markers[0].statement, "eligibility", "no `_call_spec_fast_*` attribute in unpatched code", f"one in {markers[0].qualname}")
 

@@ -266,5 +266,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hint: this is a bug in forkgen; rerun with FORKGEN_DEBUG=1 and report the traceback", file=sys.stderr)
         return EXIT_INTERNAL
 
-
-__all__ = ["main", "UsageError"]

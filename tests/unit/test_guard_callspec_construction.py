@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodTest
+from libcst.codemod import CodemodContext, CodemodTest
 
 from codemods.anchors import AnchorDrift
 from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
@@ -44,7 +44,7 @@ class TestGuardCallSpecConstruction(CodemodTest):
         self.assertCodemod(LAYER_V4, replace_once(LAYER_V4, UPSTREAM, GUARDED))
 
     def test_leaves_compute_output_spec_alone(self) -> None:
-        after = self.TRANSFORM(self.context()).transform_module(cst.parse_module(LAYER_V4)).code
+        after = self.TRANSFORM(CodemodContext()).transform_module(cst.parse_module(LAYER_V4)).code
         spec = after[after.index("def compute_output_spec") :]
         spec = spec[: spec.index("def is_backend_tensor_or_symbolic")]
         self.assertNotIn("_fast", spec)
@@ -59,7 +59,7 @@ class TestGuardCallSpecConstruction(CodemodTest):
             "call_spec = CallSpec(self._call_signature,   # odd\n"
             "                     self._call_context_args, args, kwargs)\n        self.last",
         )
-        after = self.TRANSFORM(self.context()).transform_module(cst.parse_module(before)).code
+        after = self.TRANSFORM(CodemodContext()).transform_module(cst.parse_module(before)).code
         self.assertIn(
             "        else:\n"
             "            call_spec = CallSpec(self._call_signature,   # odd\n"
@@ -78,7 +78,7 @@ class TestGuardCallSpecConstruction(CodemodTest):
             "        self.last_call_spec = CallSpec(self._call_signature, self._call_context_args, args, kwargs)\n",
         )
         with self.assertRaises(AnchorDrift) as caught:
-            self.TRANSFORM(self.context()).transform_module(cst.parse_module(before))
+            self.TRANSFORM(CodemodContext()).transform_module(cst.parse_module(before))
         self.assertEqual(caught.exception.anchor, "callspec_construction")
         self.assertIn("found 2", str(caught.exception))
 
@@ -89,12 +89,6 @@ class TestGuardCallSpecConstruction(CodemodTest):
             "self._call_signature, self._call_context_args, args=args, kwargs=kwargs\n        )\n        self.last",
         )
         with self.assertRaises(AnchorDrift) as caught:
-            self.TRANSFORM(self.context()).transform_module(cst.parse_module(before))
+            self.TRANSFORM(CodemodContext()).transform_module(cst.parse_module(before))
         self.assertEqual(caught.exception.line, 28)
-
-    @staticmethod
-    def context():  # type: ignore[no-untyped-def]
-        from libcst.codemod import CodemodContext
-
-        return CodemodContext()
 

@@ -189,3 +189,29 @@ def matrix(session: nox.Session) -> None:
     """
     session.install(".")
     session.run("python", "tests/matrix.py", *(session.posargs or ["--nightly"]))
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Upstream vs patched wheel of the pinned release: pyperf timings, CallSpec counts, a chart.
+
+    Not part of `nox`. torch by default; `nox -s bench -- --backend jax` (or tensorflow,
+    numpy); `-- --cases dense,train_step --rounds 5` and the other options of
+    tests/bench/run.py. Writes patched_keras/bench/results.json and ratios.png.
+    """
+    wheel = ensure_wheel(session)
+    session.install(".", "pyperf", "matplotlib")
+    backend = "torch"
+    for i, arg in enumerate(session.posargs):
+        if arg == "--backend" and i + 1 < len(session.posargs):
+            backend = session.posargs[i + 1]
+        elif arg.startswith("--backend="):
+            backend = arg.split("=", 1)[1]
+    if backend not in BACKENDS:
+        session.error(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    pinned = pin()
+    session.run(
+        "python", "tests/bench/run.py", "--wheel", str(wheel),
+        "--upstream", f"{pinned['distribution']}=={pinned['version']}",
+        *[f"--requirement={spec}" for spec in BACKENDS[backend]], *session.posargs,
+    )

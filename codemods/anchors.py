@@ -17,6 +17,7 @@ a fraction of a second.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -336,20 +337,26 @@ def _scan(root: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[_Found]:
     return sorted(found, key=lambda f: (getattr(f.node, "lineno", 0), getattr(f.node, "col_offset", 0)))
 
 
-class _SubtreeNodes(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.nodes: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.nodes.append(node)
-        return True
-
-
 def _subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node of `root`'s subtree, collected in one traversal."""
-    collector = _SubtreeNodes()
-    root.visit(collector)
-    return collector.nodes
+    """Every node of `root`'s subtree, parents before children.
+
+    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
+    rebuild every node on the way back up, which costs several times more.
+    """
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        children: list[cst.CSTNode] = []
+        for attribute in dataclasses.fields(node):
+            value = getattr(node, attribute.name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+    return found
 
 
 class _Analyzer:

@@ -9,7 +9,7 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods._base import PatchCommand
 from codemods.add_callspec_fast import AddCallSpecFastCommand
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, analyze_source, relocate
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, relocate
 from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
 from codemods.precompute_fast_path_eligibility import (
     PrecomputeFastPathEligibilityCommand,
@@ -64,9 +64,10 @@ def patch_source(source: str, path: str = LAYER_PY) -> PatchResult:
             applied.append(command.__name__)
             analysis = relocate(analysis, module, command.PIECE)
     result = module.code
-    # The result must analyse as fully patched from scratch (and so stay
-    # byte-identical when patched again).
-    final = analyze_source(result, path)
+    # The result must analyse as fully patched (and so stay byte-identical when
+    # patched again). `analyze_module` parses `result` with `ast` too, so text
+    # that does not parse is caught without a second libcst parse.
+    final = analyze_module(module, path, result)
     if not final.fully_applied:
         missing = ", ".join(k for k, v in final.applied.items() if not v)
         raise AnchorDrift(path, 1, "patch", "every piece present after the codemods", f"{missing} missing")

@@ -9,8 +9,13 @@ import libcst.matchers as m
 
 from codemods.anchors import AnchorDrift
 
-#: Where every Keras 3 sdist keeps `__version__`, the setuptools version source.
+#: Where every Keras 3 sdist keeps `__version__`.
 VERSION_PY = "keras/src/version.py"
+
+#: Other modules some releases take the version from: 3.0.x-3.2.x's setup.py reads
+#: `keras/version.py` if present, else `keras/__init__.py`, which there repeats the
+#: literal. Each is stamped when it holds a module-level `__version__ = "..."`.
+OTHER_VERSION_SOURCES = ("keras/version.py", "keras/__init__.py")
 
 _VERSION_ASSIGN = m.Assign(
     targets=[m.AssignTarget(target=m.Name("__version__"))], value=m.SimpleString()
@@ -31,6 +36,11 @@ def _line(source: str) -> int:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
             return node.lineno
     return 1
+
+
+def has_version_literal(source: str) -> bool:
+    """Whether a module assigns a string literal to `__version__` at module level."""
+    return bool(_version_statements(cst.parse_module(source)))
 
 
 def read_version(source: str, path: str = VERSION_PY) -> str:

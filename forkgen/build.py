@@ -19,7 +19,12 @@ from packaging.version import InvalidVersion, Version
 
 import forkgen
 from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
-from codemods.stamp_version import VERSION_PY, stamp_version
+from codemods.stamp_version import (
+    OTHER_VERSION_SOURCES,
+    VERSION_PY,
+    has_version_literal,
+    stamp_version,
+)
 from forkgen.cmd import log, run, tail
 from forkgen.errors import BuildError, UpstreamDriftError
 from forkgen.fetch import sha256_of
@@ -71,14 +76,20 @@ def _stage(tree: PatchedTree, staging: Path, pin: Pin, version: str,
     # setuptools regenerates the egg-info; a stale one would carry the upstream version.
     for stale in staging.glob("*.egg-info"):
         shutil.rmtree(stale)
-    version_py = staging / VERSION_PY
-    try:
-        stamped = stamp_version(version_py.read_bytes().decode("utf-8"), pin.version, version)
-    except FileNotFoundError:
-        raise UpstreamDriftError(f"upstream drift: {VERSION_PY} not found in {tree.root}") from None
-    except AnchorDrift as error:
-        raise UpstreamDriftError(f"upstream drift: {error}") from None
-    version_py.write_bytes(stamped.encode("utf-8"))
+    if not (staging / VERSION_PY).is_file():
+        raise UpstreamDriftError(f"upstream drift: {VERSION_PY} not found in {tree.root}")
+    for relative in (VERSION_PY, *OTHER_VERSION_SOURCES):
+        path = staging / relative
+        if not path.is_file():
+            continue
+        source = path.read_bytes().decode("utf-8")
+        if relative != VERSION_PY and not has_version_literal(source):
+            continue
+        try:
+            stamped = stamp_version(source, pin.version, version, relative)
+        except AnchorDrift as error:
+            raise UpstreamDriftError(f"upstream drift: {error}") from None
+        path.write_bytes(stamped.encode("utf-8"))
     (staging / PROVENANCE_PY).write_text(render_module(provenance), encoding="utf-8")
     if overlay is not None and overlay.is_dir():
         for item in sorted(overlay.rglob("*")):
@@ -86,6 +97,22 @@ def _stage(tree: PatchedTree, staging: Path, pin: Pin, version: str,
                 target = staging / item.relative_to(overlay)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(item, target)
+
+
+def _normalise_wheel(path: Path, epoch: int) -> None:
+    """Rewrite the wheel so that nothing of the build machine is in it: every entry gets
+    the timestamp derived from the pin and mode 0644 (the builder's umask and the
+    sdist's own modes otherwise leak in), in the order the build wrote them."""
+    stamp = dt.datetime.fromtimestamp(max(epoch, 315532800), dt.UTC).timetuple()[:6]
+    normalised = path.with_name(path.name + ".normalised")
+    with zipfile.ZipFile(path) as original, zipfile.ZipFile(normalised, "w", zipfile.ZIP_DEFLATED) as target:
+        for entry in original.infolist():
+            info = zipfile.ZipInfo(entry.filename, date_time=stamp)
+            info.external_attr = (0o100644 if not entry.is_dir() else 0o40755) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # Unix, so that the mode above is read
+            target.writestr(info, original.read(entry.filename))
+    os.replace(normalised, path)
 
 
 def _check_wheel(path: Path, pin: Pin, version: str, provenance: dict[str, Any]) -> None:
@@ -143,6 +170,7 @@ def build(
         wheels = sorted(dist.glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"python -m build produced {len(wheels)} wheels, expected 1")
+        _normalise_wheel(wheels[0], epoch)
         _check_wheel(wheels[0], pin, version, provenance)
         target = out_dir / wheels[0].name
         os.replace(wheels[0], target)

@@ -17,6 +17,46 @@ from keras.src.layers import layer as layer_module
 CallSpec = layer_module.CallSpec
 P = inspect.Parameter
 
+#: CallSpec takes the layer's call-context arguments from Keras 3.10 (variant V4) on.
+_TAKES_CONTEXT_ARGS = "call_context_args" in inspect.signature(CallSpec.__init__).parameters
+
+
+def variant() -> str:
+    """The CallSpec variant (V1-V4) forkgen found in the installed fork."""
+    from keras.src import forkgen_provenance
+
+    return str(forkgen_provenance.PROVENANCE["callspec_variant"])
+
+
+def get_mask(x: Any) -> Any:
+    """The Keras mask attached to `x` (`backend.get_keras_mask` from 3.6, `_keras_mask` before)."""
+    getter = getattr(keras.src.backend, "get_keras_mask", None)
+    return getter(x) if getter is not None else getattr(x, "_keras_mask", None)
+
+
+def set_mask(x: Any, mask: Any) -> None:
+    setter = getattr(keras.src.backend, "set_keras_mask", None)
+    if setter is not None:
+        setter(x, mask)
+    else:
+        x._keras_mask = mask
+
+
+def flatten(structure: Any) -> list[Any]:
+    """The leaves of nested lists, tuples and dicts (`keras.tree` is public only from 3.3)."""
+    if isinstance(structure, (list, tuple)):
+        return [leaf for item in structure for leaf in flatten(item)]
+    if isinstance(structure, dict):
+        return [leaf for item in structure.values() for leaf in flatten(item)]
+    return [structure]
+
+
+def slow_spec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The CallSpec the unpatched `__call__` builds for `layer(*args, **kwargs)`."""
+    if _TAKES_CONTEXT_ARGS:
+        return CallSpec(layer._call_signature, layer._call_context_args, args, kwargs)
+    return CallSpec(layer._call_signature, args, kwargs)
+
 
 def tensor(value: float = 1.0, shape: tuple[int, ...] = (2, 3)) -> Any:
     """An eager backend tensor."""

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.equivalence.helpers import disable_fast_path, recording, to_numpy
+from tests.equivalence.helpers import disable_fast_path, get_mask, recording, to_numpy
 
 VOCAB, SEQ, BATCH = 20, 6, 8
 TRAINABLE = keras.backend.backend() != "numpy"  # the numpy backend has no fit()
@@ -108,8 +108,8 @@ def test_forward_and_masks(name: str) -> None:
         assert on.fast or name != "subclassed"
         assert len(on.specs) == len(off.specs)
         assert same_arrays(fast_out, slow_out), kwargs
-        fast_mask = keras.src.backend.get_keras_mask(fast_out)
-        slow_mask = keras.src.backend.get_keras_mask(slow_out)
+        fast_mask = get_mask(fast_out)
+        slow_mask = get_mask(slow_out)
         assert (fast_mask is None) == (slow_mask is None)
         if fast_mask is not None:
             assert same_arrays(fast_mask, slow_mask)

@@ -16,8 +16,10 @@ from tests.equivalence.helpers import (
     P,
     Recorder,
     catch,
+    flatten,
     layer_with_signature,
     recording,
+    set_mask,
     symbolic,
     tensor,
     to_numpy,
@@ -88,7 +90,7 @@ def comparable(value: Any, values: bool = True) -> Any:
 
 
 def symbolic_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return any(isinstance(v, keras.KerasTensor) for v in keras.tree.flatten((args, kwargs)))
+    return any(isinstance(v, keras.KerasTensor) for v in flatten((args, kwargs)))
 
 
 def run(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], fast: bool) -> tuple[Any, Recorder]:
@@ -144,7 +146,7 @@ def test_training_and_mask_reach_nested_layers_alike(parameters: list[P], traini
             outer._call_spec_fast_path = False
         x = tensor(1.0)
         if masked:
-            keras.src.backend.set_keras_mask(x, keras.ops.convert_to_tensor(np.array([True, False])))
+            set_mask(x, keras.ops.convert_to_tensor(np.array([True, False])))
         kwargs = {} if training == "absent" else {"training": training}
         with recording() as recorder:
             box[0] = recorder

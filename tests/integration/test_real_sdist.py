@@ -102,3 +102,25 @@ def test_version_that_does_not_exist(tmp_path: Path) -> None:
     assert result.returncode == EXIT_FETCH, result.stderr
     assert "error: pip could not download keras==3.99.404" in result.stderr
     assert "No matching distribution" in result.stderr
+
+
+def test_two_builds_of_the_pin_are_byte_identical(tmp_path: Path) -> None:
+    """Same pin, different directories, different times and umasks: the same bytes."""
+
+    def build(where: Path, umask: int) -> Path:
+        # A copy of the pin in `where`: the patched tree and the staging go under where/patched_keras.
+        where.mkdir(parents=True)
+        (where / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+        command = [sys.executable, "-m", "forkgen", "build", "--config", str(where / "pyproject.toml")]
+        result = subprocess.run(
+            ["sh", "-c", f'umask {umask:03o} && exec "$@"', "sh", *command],
+            capture_output=True, text=True, cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stderr
+        return Path(result.stdout.strip().splitlines()[-1])
+
+    first = build(tmp_path / "one", 0o022)
+    time.sleep(1.1)  # a zip stores times with 2 s resolution; the clock must not matter anyway
+    second = build(tmp_path / "elsewhere" / "two", 0o077)
+    assert first.name == second.name and first.parent != second.parent
+    assert first.read_bytes() == second.read_bytes()

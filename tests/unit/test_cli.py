@@ -20,7 +20,7 @@ from forkgen.errors import (
     EXIT_INTERNAL,
     EXIT_USAGE,
 )
-from tests.support.synthetic import LAYER_V4, sdist_bytes, sha256, tree_files, write_tree
+from tests.support.synthetic import LAYER_V4, LAYERS, sdist_bytes, sha256, tree_files, write_tree
 
 LAYER = "keras/src/layers/layer.py"
 DUPLICATED_SIGNATURE = LAYER_V4.replace(
@@ -184,3 +184,44 @@ def test_python_dash_m_forkgen_is_the_cli(tmp_path: Path) -> None:
     )
     assert result.returncode == EXIT_FETCH, result.stderr
     assert "error: pip could not download keras==0.0.404" in result.stderr
+
+
+SETUP_PY_3_0 = '''\
+from setuptools import find_packages, setup
+
+
+def get_version(rel_path):
+    for line in open(rel_path).read().splitlines():
+        if line.startswith("__version__"):
+            return line.split('"')[1]
+    raise RuntimeError("Unable to find version string.")
+
+
+setup(name="keras", version=get_version("keras/__init__.py"), packages=find_packages())
+'''
+
+
+def test_build_stamps_the_version_where_3_0_setup_py_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Keras 3.0.x-3.2.x: setup.py takes the version from keras/__init__.py, which repeats the literal.
+    files = tree_files(LAYERS["V1"], version="3.0.0")
+    del files["pyproject.toml"], files["keras/api/__init__.py"]
+    files["setup.py"] = SETUP_PY_3_0
+    files["keras/__init__.py"] = 'from keras.src.version import version\n\n__version__ = "3.0.0"\n'
+    src = write_tree(tmp_path / "src", files)
+    code, out, err = run(capsys, "build", "--source", str(src), "--out-dir", str(tmp_path / "dist"), "--local-label", "test.1")
+    assert code == 0, err
+    wheel = Path(out.strip().splitlines()[-1])
+    assert wheel.name == "keras-3.0.0+test.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("keras/__init__.py").endswith(b'__version__ = "3.0.0+test.1"\n')
+        assert b'__version__ = "3.0.0+test.1"' in archive.read("keras/src/version.py")
+
+
+def test_build_refuses_a_second_version_literal_that_disagrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = tree_files()
+    files["keras/__init__.py"] = '__version__ = "3.14.0"\n'
+    src = write_tree(tmp_path / "src", files)
+    code, _, err = run(capsys, "build", "--source", str(src), "--out-dir", str(tmp_path / "dist"))
+    assert code == EXIT_DRIFT
+    assert "keras/__init__.py" in err and "'3.14.0'" in err
+    assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []

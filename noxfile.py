@@ -1,7 +1,7 @@
 """Sessions that install and call forkgen and pytest; no pipeline logic lives here.
 
 `nox` runs the default sessions in order: lint, unit, integration, build_fork, smoke,
-equivalence and upstream_tests on every backend. Backend requirements can be
+publish, equivalence and upstream_tests on every backend. Backend requirements can be
 overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu]".
 """
 
@@ -15,7 +15,7 @@ import nox
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "equivalence", "upstream_tests"]
+nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "equivalence", "upstream_tests"]
 
 ROOT = Path(__file__).parent
 #: The interpreter running nox, unless FORKGEN_PYTHON names another (e.g. "3.12").
@@ -109,6 +109,17 @@ def smoke(session: nox.Session) -> None:
         *session.posargs,
         env={"KERAS_BACKEND": "torch", "FORKGEN_WHEEL": str(wheel)},
     )
+
+
+@nox.session(python=PYTHON)
+def publish(session: nox.Session) -> None:
+    """`forkgen publish`'s index through real clients: `twine check --strict`; pip download via a
+    real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
+    to a real pypiserver and pip install from it into a fresh environment."""
+    wheel = ensure_wheel(session)
+    session.install(".[test]", "twine", "pypiserver")
+    session.run("pytest", "tests/publish", "-s", *session.posargs,
+                env={"FORKGEN_WHEEL": str(wheel), "FORKGEN_TORCH_SPEC": TORCH_SPEC})
 
 
 @nox.session(python=PYTHON)

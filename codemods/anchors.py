@@ -717,8 +717,10 @@ def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None =
     call = method(layer, "__call__")
     init_body = cst.ensure_type(init.body, cst.IndentedBlock).body
     signature = next(s for s in init_body if m.matches(s, CALL_SIGNATURE_STATEMENT))
-    shape = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name("CallSpec")))])
-    construction = [n for n in _subtree_nodes(call) if m.matches(n, shape)]
+    construction: list[cst.CSTNode] = [analysis.construction_statement]
+    if call is not analysis.layer_call:  # else the codemod left `__call__` alone: same node, same statement
+        shape = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name("CallSpec")))])
+        construction = [n for n in _subtree_nodes(call) if m.matches(n, shape)]
     applied = dict(analysis.applied)
     if applied_piece is not None:
         applied[applied_piece] = True
@@ -734,10 +736,29 @@ def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None =
     )
 
 
-def analyze_source(source: str, path: str = LAYER_PY) -> Analysis:
-    """Parse `source` and analyse it; a syntax error is reported as drift too."""
+def parse_and_analyze(source: str, path: str = LAYER_PY) -> tuple[cst.Module, Analysis]:
+    """Parse `source` and analyse it; a syntax error is reported as drift too.
+
+    The last few results are kept (libcst trees are immutable), so that the
+    analyze and apply stages of one run parse and analyse `layer.py` once.
+    """
+    key = (path, source)
+    if key in _ANALYSED:
+        return _ANALYSED[key]
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
-    return analyze_module(module, path, source)
+    result = module, analyze_module(module, path, source)
+    if len(_ANALYSED) >= 4:
+        _ANALYSED.pop(next(iter(_ANALYSED)))
+    _ANALYSED[key] = result
+    return result
+
+
+_ANALYSED: dict[tuple[str, str], tuple[cst.Module, Analysis]] = {}
+
+
+def analyze_source(source: str, path: str = LAYER_PY) -> Analysis:
+    """Parse `source` and analyse it; a syntax error is reported as drift too."""
+    return parse_and_analyze(source, path)[1]

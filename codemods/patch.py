@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
 
 from codemods._base import PatchCommand
 from codemods.add_callspec_fast import AddCallSpecFastCommand
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, relocate
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, parse_and_analyze, relocate
 from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
 from codemods.precompute_fast_path_eligibility import (
     PrecomputeFastPathEligibilityCommand,
@@ -47,11 +46,7 @@ def patch_source(source: str, path: str = LAYER_PY) -> PatchResult:
     Raises `AnchorDrift` when an anchor is missing, duplicated or reshaped. An
     already-patched source comes back byte-identical, with every codemod skipped.
     """
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as error:
-        raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
-    analysis = analyze_module(module, path, source)
+    module, analysis = parse_and_analyze(source, path)
     variant = analysis.variant
     applied: list[str] = []
     skipped: list[str] = []

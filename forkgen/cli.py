@@ -15,6 +15,7 @@ import forkgen
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import patch, pipeline, provenance, verify
+from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
 from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
 from forkgen.fetch import default_cache_dir, fetch
@@ -94,6 +95,13 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
     p.add_argument("wheel", type=Path, metavar="WHEEL")
     p.add_argument("--json", action="store_true", help="print the provenance as JSON")
+
+    p = sub.add_parser(
+        "publish",
+        help="add wheels to a static PEP 503/691/658 index directory; print the index's simple/ directory",
+    )
+    p.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
+    p.add_argument("--index-dir", type=Path, required=True, help="the index directory (created if missing)")
     return parser
 
 
@@ -212,6 +220,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    result = publish_mod.publish(args.wheels, args.index_dir)
+    print(result.index_dir / "simple")
+    return EXIT_OK
+
+
 def cmd_rebase(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
     if cfg.path is None or cfg.pin is None:
@@ -243,6 +257,7 @@ COMMANDS = {
     "apply": cmd_apply,
     "build": cmd_build,
     "inspect": cmd_inspect,
+    "publish": cmd_publish,
 }
 
 

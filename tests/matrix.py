@@ -138,12 +138,35 @@ def write(rows: list[Row], output: Path) -> None:
     output.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def read(path: Path) -> list[Row]:
+    """The rows of an existing COMPATIBILITY.md."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith(("keras ", "keras-nightly ")):
+            rows.append(Row(cells[0], cells[1], cells[2], cells[3], float(cells[4])))
+    return rows
+
+
+def merge(old: list[Row], new: list[Row]) -> list[Row]:
+    """`old` with the rows of the same releases replaced by `new`, oldest release first."""
+    by_release = {r.release: r for r in old} | {r.release: r for r in new}
+
+    def key(row: Row) -> tuple[int, tuple[int, ...]]:
+        distribution, version = row.release.split(" ", 1)
+        numbers = tuple(int(part) for part in re.findall(r"\d+", version))
+        return (distribution == "keras-nightly", numbers)
+
+    return sorted(by_release.values(), key=key)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--releases", help="comma-separated versions (default: every 3.x release)")
     parser.add_argument("--nightly", action="store_true", help="also the latest keras-nightly")
     parser.add_argument("--output", type=Path, default=ROOT / "COMPATIBILITY.md")
     parser.add_argument("--jobs", type=int, default=2, help="releases checked at once (default 2)")
+    parser.add_argument("--update", action="store_true", help="replace only these releases' rows in --output, keep the others")
     args = parser.parse_args()
     targets = [("keras", v) for v in args.releases.split(",")] if args.releases else releases(args.nightly)
     if args.releases and args.nightly:
@@ -157,6 +180,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         rows = list(pool.map(one, targets))
+    if args.update and args.output.is_file():
+        rows = merge(read(args.output), rows)
     write(rows, args.output)
     failed = [r for r in rows if not r.equivalence.startswith("pass")]
     return 1 if failed else 0

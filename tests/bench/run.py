@@ -118,14 +118,13 @@ def tool_cost(upstream: str, distribution: str) -> dict[str, float]:
         started = time.perf_counter()
         run([*forkgen, "build", "--distribution", distribution, "--version", version, "--out-dir", f"{tmp}/dist"], cwd=ROOT)
         build_seconds = time.perf_counter() - started
-        from forkgen import patch
-
         samples = []
-        for i in range(3):
-            started = time.perf_counter()
-            patch.analyze(source)
-            patch.apply(source, Path(tmp) / f"tree-{i}")
-            samples.append(time.perf_counter() - started)
+        for i in range(3):  # each in a fresh interpreter, imports done, nothing cached
+            probe = ("import sys, time; from pathlib import Path; from forkgen import patch; "
+                     "started = time.perf_counter(); patch.analyze(Path(sys.argv[1])); "
+                     "patch.apply(Path(sys.argv[1]), Path(sys.argv[2])); print(time.perf_counter() - started)")
+            result = run([sys.executable, "-c", probe, str(source), f"{tmp}/tree-{i}"], cwd=ROOT)
+            samples.append(float(result.stdout.strip().splitlines()[-1]))
     return {"build_seconds": build_seconds, "analyze_apply_seconds": statistics.median(samples),
             "analyze_apply_samples": samples}
 

@@ -165,8 +165,10 @@ def check_ineligible(spec: str, x: Any) -> None:
     with recording() as recorder:
         try:
             layer(x)
-        except (TypeError, ValueError):
-            pass  # the slow path's own error (a required argument, an unclassifiable default)
+        except Exception:  # noqa: BLE001
+            # The slow path's own error: a required argument, an unclassifiable default, or
+            # (3.4-3.6) a nested default holding None that the build step then trips over.
+            pass
     assert recorder.fast == []
     assert len(recorder.slow) >= 1
 

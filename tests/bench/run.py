@@ -18,6 +18,7 @@ then:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -63,14 +64,16 @@ def environment(kind: str, backend: str, requirements: list[str]) -> Path:
     """A virtual environment holding `requirements`, reused while they are unchanged."""
     env = OUT / "envs" / f"{kind}-{backend}"
     marker = env / "forkgen-bench-requirements.json"
-    if marker.is_file() and json.loads(marker.read_text()) == requirements:
+    # A local wheel counts by its contents: a rebuilt wheel at the same path is a new environment.
+    identity = [hashlib.sha256(Path(r).read_bytes()).hexdigest() if r.endswith(".whl") else r for r in requirements]
+    if marker.is_file() and json.loads(marker.read_text()) == identity:
         log(f"reusing {env}")
         return env
     log(f"creating {env}: {' '.join(requirements)}")
     shutil.rmtree(env, ignore_errors=True)
     venv.EnvBuilder(with_pip=True).create(env)
     run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements])
-    marker.write_text(json.dumps(requirements))
+    marker.write_text(json.dumps(identity))
     return env
 
 
@@ -99,11 +102,15 @@ def time_case(envs: dict[str, Path], case: str, backend: str, args: argparse.Nam
     stats = {}
     for kind, path in files.items():
         benchmark = pyperf.Benchmark.load(str(path))
-        stats[kind] = {"mean": benchmark.mean(), "stdev": benchmark.stdev(), "values": benchmark.get_nvalue(),
-                       "processes": benchmark.get_nrun()}
+        # Values within one worker process are not independent; the worker processes are.
+        # The uncertainty of the mean is the standard error over the processes' means.
+        process_means = [statistics.fmean(run.values) for run in benchmark.get_runs() if run.values]
+        stats[kind] = {"mean": benchmark.mean(), "stdev": benchmark.stdev(), "median": benchmark.median(),
+                       "values": benchmark.get_nvalue(), "processes": len(process_means),
+                       "standard_error": statistics.stdev(process_means) / math.sqrt(len(process_means))}
     up, fork = stats["upstream"], stats["patched"]
     ratio = fork["mean"] / up["mean"]
-    uncertainty = ratio * math.hypot(up["stdev"] / up["mean"], fork["stdev"] / fork["mean"])
+    uncertainty = ratio * math.hypot(up["standard_error"] / up["mean"], fork["standard_error"] / fork["mean"])
     return {"case": case, "description": DESCRIPTIONS[case], "upstream": up, "patched": fork,
             "ratio": ratio, "ratio_uncertainty": uncertainty}
 
@@ -150,6 +157,7 @@ def human(seconds: float) -> str:
 
 
 def verdict(ratio: float, uncertainty: float) -> str:
+    """Faster or slower beyond the noise: the ratio is more than two standard errors from 1."""
     if ratio - 2 * uncertainty > 1:
         return "SLOWER"
     if ratio + 2 * uncertainty < 1:
@@ -159,7 +167,8 @@ def verdict(ratio: float, uncertainty: float) -> str:
 
 def table(results: dict[str, Any]) -> str:
     count_sets = {kind: results["counts"][kind]["counts"] for kind in ("upstream", "patched")}
-    lines = ["| case | upstream | patched | ratio patched/upstream | CallSpecs slow/fast: upstream | patched |",
+    lines = ["| case | upstream (mean ± std dev) | patched (mean ± std dev) | ratio patched/upstream ± std error "
+             "| CallSpecs slow/fast: upstream | patched |",
              "|---|---|---|---|---|---|"]
     for row in results["cases"]:
         shape = COUNT_FOR_CASE.get(row["case"])
@@ -231,10 +240,12 @@ def main() -> int:
         "counts": counted, "cases": [],
     }
     OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=OUT) as work:
-        for case in cases:
-            log(f"timing {case}: {DESCRIPTIONS[case]}")
-            results["cases"].append(time_case(envs, case, args.backend, args, Path(work)))
+    work = OUT / "pyperf" / args.backend  # kept: `python -m pyperf stats|hist|compare_to FILE`
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for case in cases:
+        log(f"timing {case}: {DESCRIPTIONS[case]}")
+        results["cases"].append(time_case(envs, case, args.backend, args, work))
     if not args.no_tool_cost:
         log("timing forkgen build (warm cache) and analyze + apply")
         results["tool"] = tool_cost(args.upstream, distribution)

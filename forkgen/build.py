@@ -26,7 +26,7 @@ from codemods.stamp_version import (
     stamp_version,
 )
 from forkgen.cmd import log, run, tail
-from forkgen.errors import BuildError, UpstreamDriftError
+from forkgen.errors import BuildError, UpstreamDriftError, UsageError
 from forkgen.fetch import sha256_of
 from forkgen.model import PatchedTree, Pin, Source, Wheel
 from forkgen.provenance import PROVENANCE_PY, parse_module, render_module
@@ -91,7 +91,7 @@ def _stage(tree: PatchedTree, staging: Path, pin: Pin, version: str,
             raise UpstreamDriftError(f"upstream drift: {error}") from None
         path.write_bytes(stamped.encode("utf-8"))
     (staging / PROVENANCE_PY).write_text(render_module(provenance), encoding="utf-8")
-    if overlay is not None and overlay.is_dir():
+    if overlay is not None:
         for item in sorted(overlay.rglob("*")):
             if item.is_file():
                 target = staging / item.relative_to(overlay)
@@ -149,6 +149,11 @@ def build(
     isolated: bool = False,
 ) -> Wheel:
     """Build the fork's wheel from `tree` into `out_dir` with the PyPA build frontend."""
+    if overlay is not None and not overlay.is_dir():
+        raise UsageError(
+            f"the overlay directory {overlay} ([tool.forkgen] overlay) does not exist",
+            hint="restore it (it holds the fork's README, the wheel's long description) or remove the setting",
+        )
     version = fork_version(pin.version, pin.local_label)
     epoch = source_date_epoch(source)
     provenance = make_provenance(source, tree, pin, version, epoch)

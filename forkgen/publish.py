@@ -32,6 +32,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from forkgen.cmd import log
 from forkgen.errors import IntegrityError, UsageError
@@ -145,8 +146,8 @@ def _listing(index_dir: Path) -> dict[str, list[Published]]:
     return projects
 
 
-def _sort_key(published: Published) -> tuple[str, str]:
-    return published.version, published.filename
+def _sort_key(published: Published) -> tuple[Version, str]:
+    return Version(published.version), published.filename
 
 
 def project_html(project: str, files: list[Published]) -> str:
@@ -168,7 +169,7 @@ def project_json(project: str, files: list[Published]) -> str:
     page = {
         "meta": {"api-version": API_VERSION},
         "name": project,
-        "versions": sorted({f.version for f in ordered}),
+        "versions": sorted({f.version for f in ordered}, key=Version),
         "files": [
             {
                 "filename": f.filename,

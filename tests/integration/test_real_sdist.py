@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import difflib
 import os
+import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,7 @@ def test_two_builds_of_the_pin_are_byte_identical(tmp_path: Path) -> None:
         # A copy of the pin in `where`: the patched tree and the staging go under where/patched_keras.
         where.mkdir(parents=True)
         (where / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+        shutil.copytree(ROOT / "patched_keras" / "overlay", where / "patched_keras" / "overlay")
         command = [sys.executable, "-m", "forkgen", "build", "--config", str(where / "pyproject.toml")]
         result = subprocess.run(
             ["sh", "-c", f'umask {umask:03o} && exec "$@"', "sh", *command],
@@ -124,3 +127,6 @@ def test_two_builds_of_the_pin_are_byte_identical(tmp_path: Path) -> None:
     second = build(tmp_path / "elsewhere" / "two", 0o077)
     assert first.name == second.name and first.parent != second.parent
     assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as wheel:  # the overlay README is the long description
+        metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")))
+    assert (ROOT / "patched_keras" / "overlay" / "README.md").read_bytes().strip() in metadata

@@ -225,3 +225,13 @@ def test_build_refuses_a_second_version_literal_that_disagrees(tmp_path: Path, c
     assert code == EXIT_DRIFT
     assert "keras/__init__.py" in err and "'3.14.0'" in err
     assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
+
+def test_a_configured_overlay_that_is_missing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    config = tmp_path / "pyproject.toml"
+    config.write_text(
+        '[tool.forkgen]\ndistribution = "keras"\nversion = "3.15.1"\nsha256 = "' + "0" * 64 + '"\noverlay = "gone"\n'
+    )
+    code, _, err = run(capsys, "build", "--config", str(config), "--source", str(src), "--out-dir", str(tmp_path / "dist"))
+    assert code == EXIT_USAGE and "the overlay directory" in err and "gone" in err

@@ -12,7 +12,7 @@ then:
 4. prints a table, writes patched_keras/bench/results.json and ratios.png.
 
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0
-        [--backend torch] [--rounds 3] [--processes 2] [--values 5] [--cases dense,mlp]
+        [--backend torch] [--rounds 5] [--processes 2] [--values 5] [--cases dense,mlp]
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def time_case(envs: dict[str, Path], case: str, backend: str, args: argparse.Nam
 
 
 def tool_cost(upstream: str, distribution: str) -> dict[str, float]:
-    """`forkgen build` seconds from a warm cache, and analyze + apply seconds (median of 3, in-process)."""
+    """`forkgen build` seconds from a warm cache, and analyze + apply seconds (median of 3 fresh interpreters)."""
     version = upstream.split("==", 1)[1]
     with tempfile.TemporaryDirectory() as tmp:
         forkgen = [sys.executable, "-m", "forkgen"]
@@ -215,12 +215,14 @@ def main() -> int:
     parser.add_argument("--requirement", action="append", default=[], help="a backend requirement (repeatable)")
     parser.add_argument("--backend", default="torch", choices=["torch", "jax", "tensorflow", "numpy"])
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
-    parser.add_argument("--rounds", type=int, default=3, help="alternations of the two environments per case")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations of the two environments per case (default 5)")
     parser.add_argument("--processes", type=int, default=2, help="pyperf worker processes per round")
     parser.add_argument("--values", type=int, default=5, help="pyperf values per worker process")
     parser.add_argument("--no-tool-cost", action="store_true", help="skip timing forkgen build and analyze + apply")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
+    if args.rounds * args.processes < 2:
+        parser.error("--rounds × --processes must be at least 2: the uncertainty comes from the spread between processes")
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s): {', '.join(unknown)}")

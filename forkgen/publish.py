@@ -222,9 +222,12 @@ def publish(wheels: list[Path], index_dir: Path) -> PublishResult:
         files = index_dir / "files"
         for wheel, _ in checked:  # refuse before writing anything
             existing = files / wheel.name
-            if existing.is_file() and sha256_of(existing) != sha256_of(wheel):
+            if not existing.is_file():
+                continue
+            published, offered = sha256_of(existing), sha256_of(wheel)
+            if published != offered:
                 raise IntegrityError(
-                    f"{existing} exists with sha256 {sha256_of(existing)}; {wheel} has {sha256_of(wheel)}",
+                    f"{existing} exists with sha256 {published}; {wheel} has {offered}",
                     hint="a published file never changes: bump the local label (e.g. fastcallspec.2) and rebuild",
                 )
         created: list[Path] = []

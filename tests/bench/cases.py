@@ -92,6 +92,8 @@ def data() -> dict[str, Any]:
 
 
 def slow_callspec(layer: Any, x: Any) -> Callable[[], Any]:
+    """Upstream's constructor for `layer(x)`, as tests/equivalence/helpers.slow_spec builds it,
+    but with the arity decided once: the timed callable calls `CallSpec` and nothing else."""
     from keras.src.layers.layer import CallSpec
 
     if "call_context_args" in inspect.signature(CallSpec.__init__).parameters:  # 3.10+

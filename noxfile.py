@@ -49,7 +49,7 @@ def pinned_wheel() -> Path:
     if explicit:
         return Path(explicit).resolve()
     pinned = pin()
-    label = os.environ.get("FORKGEN_LOCAL_LABEL", pinned.get("local-label", "fastcallspec.1"))
+    label = os.environ.get("FORKGEN_LOCAL_LABEL", pinned.get("local-label", "fastcallspec.2"))
     name = pinned["distribution"].replace("-", "_")
     return ROOT / "patched_keras" / "dist" / f"{name}-{pinned['version']}+{label}-py3-none-any.whl"
 
@@ -103,6 +103,7 @@ def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
     wheel = ensure_wheel(session)
     session.install(str(wheel), TORCH_SPEC, "pytest")
+    session.install(".")  # forkgen itself: tests/installed/test_report_crosscheck.py runs `forkgen report`
     session.run(
         "pytest",
         "tests/installed",

@@ -22,10 +22,12 @@ class PatchCommand(VisitorBasedCodemodCommand):
 
     #: Key of the piece in `Analysis.applied`.
     PIECE: ClassVar[str]
-    #: Which of Layer's methods the codemod rewrites statements in (None: none).
-    DESCEND_INTO: ClassVar[str | None] = None
+    #: Which of Layer's methods the codemod rewrites statements in (empty: none).
+    DESCEND_INTO: ClassVar[tuple[str, ...]] = ()
     #: Bumped whenever the inserted code changes; recorded in the wheel's provenance.
     VERSION: ClassVar[str]
+    #: Pieces that must be present before this codemod runs.
+    REQUIRES: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: CodemodContext, analysis: Analysis | None = None) -> None:
         """`analysis`, when given, must be that of the module to transform
@@ -54,19 +56,20 @@ class PatchCommand(VisitorBasedCodemodCommand):
         # Only Layer's body holds statements to rewrite; CallSpec is rewritten
         # as a whole in `leave_ClassDef`. Skipping the rest keeps a pass over
         # Keras's 2,000-line layer.py cheap.
-        return self.DESCEND_INTO is not None and node is self.analysis.layer_class
+        return bool(self.DESCEND_INTO) and node is self.analysis.layer_class
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        if self.DESCEND_INTO == "__init__":
-            return node is self.analysis.layer_init
-        if self.DESCEND_INTO == "__call__":
-            return node is self.analysis.layer_call
-        return False
+        return ("__init__" in self.DESCEND_INTO and node is self.analysis.layer_init) or (
+            "__call__" in self.DESCEND_INTO and node is self.analysis.layer_call
+        )
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY
         self._analysis = self._given_analysis or analyze_module(tree, path)
         if self._analysis.applied[self.PIECE]:
             raise SkipFile(f"{self.PIECE} is already applied")
+        missing = [p for p in self.REQUIRES if not self._analysis.applied[p]]
+        if missing:
+            raise ValueError(f"{type(self).__name__} needs the pieces {', '.join(missing)} applied first")
         self._template = templates.load(self._analysis.variant)
         return super().transform_module_impl(tree)

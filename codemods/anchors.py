@@ -25,7 +25,12 @@ import libcst as cst
 import libcst.matchers as m
 
 from codemods import templates
-from codemods.templates import CALL_SIGNATURE_STATEMENT, Template
+from codemods.templates import (
+    BASE_FLAG_STATEMENT,
+    CALL_SIGNATURE_STATEMENT,
+    ExtensionTemplate,
+    Template,
+)
 
 #: Where the anchors live, relative to the root of an unpacked Keras sdist.
 LAYER_PY = "keras/src/layers/layer.py"
@@ -45,7 +50,9 @@ CALLSPEC_ATTRIBUTES = frozenset(
 )
 
 #: The patch's pieces, in the order the codemods insert them.
-PIECES = ("eligibility", "fast_constructor", "guard")
+PIECES = ("eligibility", "fast_constructor", "guard", "extension")
+#: The pieces of the base patch (`layer(x)`); "extension" builds on them and is optional.
+BASE_PIECES = PIECES[:3]
 
 
 class AnchorDrift(Exception):
@@ -80,7 +87,7 @@ class Analysis:
     path: str
     variant: str
     anchors: tuple[AnchorReport, ...]
-    #: Piece name -> True when the module already carries it (from `PIECES`).
+    #: Piece name -> True when the module already carries it (every one of `PIECES`).
     applied: dict[str, bool]
     required_names: tuple[str, ...]
     # The nodes the codemods rewrite (identity within the analysed module).
@@ -90,10 +97,19 @@ class Analysis:
     layer_class: cst.ClassDef = field(repr=False)
     layer_init: cst.FunctionDef = field(repr=False)
     layer_call: cst.FunctionDef = field(repr=False)
+    #: The base's `self._call_spec_fast_path = ...` in Layer.__init__, when present.
+    base_flag_statement: cst.SimpleStatementLine | None = field(default=None, repr=False)
+    #: The base's guard (the `if` around the construction) in Layer.__call__, when present.
+    guard_statement: cst.If | None = field(default=None, repr=False)
 
     @property
     def fully_applied(self) -> bool:
+        """Every piece, the extension included, is present."""
         return all(self.applied.values())
+
+    def has_pieces(self, extension: bool) -> bool:
+        """The base patch is present, and the extension is exactly when `extension`."""
+        return all(self.applied[p] for p in BASE_PIECES) and self.applied["extension"] is extension
 
     @property
     def untouched(self) -> bool:
@@ -299,7 +315,9 @@ _VARIANTS = (
 VARIANTS = {v.name: v for v in _VARIANTS}
 
 
-_WATCHED_ATTRIBUTES = frozenset({"_call_signature", "_call_spec_fast_plan", "_call_spec_fast_path"})
+_WATCHED_ATTRIBUTES = frozenset(
+    {"_call_signature", "_call_spec_fast_plan", "_call_spec_fast_path", "_call_spec_fast_bindings"}
+)
 
 
 @dataclass(frozen=True)
@@ -377,6 +395,9 @@ class _Analyzer:
             and n.attr in _WATCHED_ATTRIBUTES,
         )
         self.anchors: list[AnchorReport] = []
+        # Set by `applied`: the base's flag statement and guard, when present.
+        self.base_flag: cst.SimpleStatementLine | None = None
+        self.guard_node: cst.If | None = None
 
     # -- helpers ------------------------------------------------------------
     def drift(self, node: ast.AST | None, anchor: str, expected: str, found: str) -> AnchorDrift:
@@ -468,7 +489,7 @@ class _Analyzer:
         cls_ast, _ = callspec
         init_ast, init = self.method(callspec, "__init__")
         for member in cls_ast.body:
-            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", "_fast"):
+            if isinstance(member, ast.FunctionDef) and member.name in ("__init__", "_fast", "_fast_bound"):
                 continue
             if isinstance(member, ast.Expr) and isinstance(member.value, ast.Constant) and isinstance(member.value.value, str):
                 continue  # docstring
@@ -610,10 +631,21 @@ class _Analyzer:
                 if "allow_none" not in params:
                     raise self.drift(fn, "is_backend_tensor_or_symbolic", "a parameter `allow_none` (Keras >= 3.4)", f"({self.code(fn.args)})")
 
+    def check_extension_names(self, extension: ExtensionTemplate, bound: set[str]) -> None:
+        missing = sorted(extension.required_names - bound)
+        if missing:
+            raise self.drift(
+                None,
+                "module names",
+                "module-level bindings (or base-patch names) for " + ", ".join(sorted(extension.required_names)),
+                "no binding for " + ", ".join(missing),
+            )
+
     # -- already applied? -----------------------------------------------------
     def applied(
         self,
         template: Template,
+        extension: ExtensionTemplate,
         bound: set[str],
         init: cst.FunctionDef,
         signature_stmt: cst.SimpleStatementLine,
@@ -647,16 +679,67 @@ class _Analyzer:
         if fast and not fast_methods[0].deep_equals(template.fast_piece):
             raise self.drift(None, "fast_constructor", "`CallSpec._fast` as this forkgen version writes it", "a different `_fast`")
 
-        guard = False
-        for if_node in [n for n in _subtree_nodes(call) if m.matches(n, m.If(orelse=m.Else()))]:
-            block = cst.ensure_type(cst.ensure_type(cst.ensure_type(if_node, cst.If).orelse, cst.Else).body, cst.IndentedBlock)
-            if any(statement is construction for statement in block.body):
-                test = cst.ensure_type(if_node, cst.If).test
-                if test.deep_equals(template.guard_piece.test) and len(block.body) == 1:
-                    guard = True
-                elif m.findall(test, m.Attribute(attr=m.Name("_call_spec_fast_path"))):
-                    raise AnchorDrift(self.path, construction_line, "guard", "the guard as this forkgen version writes it", "a different guard")
-        return {"eligibility": eligibility, "fast_constructor": fast, "guard": guard}
+        guard, branch = self.guard(template, extension, call, construction, construction_line)
+        flag = cst.ensure_type(after[-1], cst.SimpleStatementLine) if eligibility else None
+
+        # The extension: all of its four pieces or none, and only on top of the base.
+        ext_names = extension.defined_names & bound
+        ext_after = body[index + 1 + len(piece) : index + 1 + len(piece) + len(extension.bindings_piece)] if eligibility else []
+        ext_bindings = len(ext_after) == len(extension.bindings_piece) and all(
+            a.deep_equals(b) for a, b in zip(ext_after, extension.bindings_piece, strict=True)
+        )
+        bound_methods = [s for s in members if m.matches(s, m.FunctionDef(name=m.Name("_fast_bound")))]
+        if bound_methods and not bound_methods[0].deep_equals(extension.fast_bound_piece):
+            raise self.drift(None, "extension", "`CallSpec._fast_bound` as this forkgen version writes it", "a different `_fast_bound`")
+        traces = {
+            "module names": ext_names == extension.defined_names,
+            "bindings in Layer.__init__": ext_bindings,
+            "CallSpec._fast_bound": bool(bound_methods),
+            "branch in Layer.__call__": branch,
+        }
+        ext = all(traces.values())
+        if (ext_names or any(traces.values())) and not ext:
+            traced = ", ".join(k for k, v in traces.items() if v) or "some of its module names"
+            raise self.drift(
+                None,
+                "extension",
+                "either no trace of the extension or all of it, as this forkgen version writes it",
+                f"only {traced} (patched by another forkgen version, or edited by hand?)",
+            )
+        if ext and not (eligibility and fast and guard is not None):
+            raise self.drift(None, "extension", "the extension only on top of the base patch", "the extension without the base")
+        self.base_flag = flag
+        self.guard_node = guard
+        return {"eligibility": eligibility, "fast_constructor": fast, "guard": guard is not None, "extension": ext}
+
+    def guard(
+        self,
+        template: Template,
+        extension: ExtensionTemplate,
+        call: cst.FunctionDef,
+        construction: cst.SimpleStatementLine,
+        construction_line: int,
+    ) -> tuple[cst.If | None, bool]:
+        """The base's guard around the construction, if any, and whether the
+        extension's `elif` sits between it and upstream's `else`."""
+        ifs = [cst.ensure_type(n, cst.If) for n in _subtree_nodes(call) if isinstance(n, cst.If)]
+        for if_node in ifs:
+            if not isinstance(if_node.orelse, cst.Else):
+                continue
+            block = cst.ensure_type(if_node.orelse.body, cst.IndentedBlock)
+            if not any(statement is construction for statement in block.body):
+                continue
+            only = len(block.body) == 1
+            if only and if_node.test.deep_equals(template.guard_piece.test):
+                return if_node, False
+            if only and if_node.test.deep_equals(extension.branch_piece.test):
+                parents = [p for p in ifs if p.orelse is if_node]
+                if len(parents) == 1 and parents[0].test.deep_equals(template.guard_piece.test):
+                    return parents[0], True
+                raise AnchorDrift(self.path, construction_line, "extension", "the extension's branch as the elif of the base's guard", "it elsewhere")
+            if m.findall(if_node.test, m.Attribute(attr=m.Name("_call_spec_fast_path"))):
+                raise AnchorDrift(self.path, construction_line, "guard", "the guard as this forkgen version writes it", "a different guard")
+        return None, False
 
 
 def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None = None) -> Analysis:
@@ -674,11 +757,13 @@ def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None 
     variant = analyzer.variant(callspec)
     construction = analyzer.construction_statement(call, VARIANTS[variant])
     template = templates.load(variant)
+    extension = templates.load_extension(variant)
     bound = analyzer.module_bindings()
     analyzer.check_names(template, bound, VARIANTS[variant])
+    analyzer.check_extension_names(extension, bound | template.defined_names)
     construction_line = next(a.line for a in analyzer.anchors if a.name == "callspec_construction")
     applied = analyzer.applied(
-        template, bound, init[1], signature_stmt, callspec[1], call[1], construction, construction_line
+        template, extension, bound, init[1], signature_stmt, callspec[1], call[1], construction, construction_line
     )
     return Analysis(
         path=path,
@@ -692,6 +777,8 @@ def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None 
         layer_class=layer[1],
         layer_init=init[1],
         layer_call=call[1],
+        base_flag_statement=analyzer.base_flag,
+        guard_statement=analyzer.guard_node,
     )
 
 
@@ -724,9 +811,20 @@ def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None =
     applied = dict(analysis.applied)
     if applied_piece is not None:
         applied[applied_piece] = True
+    flag = analysis.base_flag_statement
+    if applied["eligibility"] and init is not analysis.layer_init:
+        flag = cst.ensure_type(next(s for s in init_body if m.matches(s, BASE_FLAG_STATEMENT)), cst.SimpleStatementLine)
+    guard = analysis.guard_statement
+    if applied["guard"] and call is not analysis.layer_call:
+        test = templates.load(analysis.variant).guard_piece.test
+        guard = next(
+            cst.ensure_type(n, cst.If) for n in _subtree_nodes(call) if isinstance(n, cst.If) and n.test.deep_equals(test)
+        )
     return replace(
         analysis,
         applied=applied,
+        base_flag_statement=flag,
+        guard_statement=guard,
         call_signature_statement=cst.ensure_type(signature, cst.SimpleStatementLine),
         callspec_class=top("CallSpec"),
         construction_statement=cst.ensure_type(construction[0], cst.SimpleStatementLine),

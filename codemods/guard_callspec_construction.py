@@ -13,8 +13,8 @@ class GuardCallSpecConstructionCommand(PatchCommand):
         "guard that sends layer(x) on an eligible layer to CallSpec._fast."
     )
     PIECE = "guard"
-    VERSION = "1"
-    DESCEND_INTO = "__call__"
+    VERSION = "2"
+    DESCEND_INTO = ("__call__",)
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

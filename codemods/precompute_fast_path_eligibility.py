@@ -14,7 +14,7 @@ class PrecomputeFastPathEligibilityCommand(PatchCommand):
     )
     PIECE = "eligibility"
     VERSION = "2"
-    DESCEND_INTO = "__init__"
+    DESCEND_INTO = ("__init__",)
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import forkgen
+from codemods.anchors import BASE_PIECES
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import patch, pipeline, provenance, verify
 from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
+from forkgen import report as report_mod
 from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Anchors, Pin
@@ -45,6 +47,23 @@ def _release(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
 
 
+def _extension(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--no-training-fast-path",
+        dest="training_fast_path",
+        action="store_false",
+        default=None,
+        help="leave out the extension: calls with several positional tensors or training=<bool> keep the slow path "
+        "(default: [tool.forkgen] training-fast-path, true)",
+    )
+    group.add_argument("--training-fast-path", dest="training_fast_path", action="store_true", help="add the extension (the default)")
+
+
+def _training_fast_path(args: argparse.Namespace, cfg: config_mod.Config) -> bool:
+    return cfg.training_fast_path if args.training_fast_path is None else bool(args.training_fast_path)
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="forkgen",
@@ -64,10 +83,16 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    p = sub.add_parser("report", help="every Layer subclass, its call() signature and which call shapes take the fast path")
+    _common(p)
+    p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist, or a site-packages directory holding keras")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
     p = sub.add_parser("apply", help="write the patched copy of a source tree to DIR, atomically")
     _common(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (must not exist)")
+    _extension(p)
 
     p = sub.add_parser("build", help="fetch, analyze, apply and build the wheel; print its path")
     _common(p)
@@ -76,6 +101,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, metavar="DIR", help="where the wheel goes (default: patched_keras/dist/)")
     p.add_argument("--local-label", help="PEP 440 local label (default: the pin's, or $FORKGEN_LOCAL_LABEL)")
     p.add_argument("--isolated-build", action="store_true", help="build in an isolated environment (downloads the build backend)")
+    _extension(p)
 
     p = sub.add_parser("rebase", help="prove the fork on another release, then move the pin to it")
     _common(p)
@@ -85,6 +111,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
     p.add_argument("--torch-spec", default=None, help="torch requirement of the equivalence run (default: $FORKGEN_TORCH_SPEC or torch==2.13.0)")
     p.add_argument("--no-verify", action="store_true", help="stop after building; do not run the equivalence suite nor move the pin")
+    _extension(p)
 
     p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
     p.add_argument("upstream", type=Path, metavar="UPSTREAM_XML")
@@ -142,7 +169,8 @@ def _anchors_json(anchors: Anchors) -> dict[str, Any]:
 
 
 def _status(anchors: Anchors) -> str:
-    if all(anchors.applied.values()):
+    """"patched" when the base patch is complete (the extension is reported on its own)."""
+    if all(anchors.applied[p] for p in BASE_PIECES):
         return "patched"
     if any(anchors.applied.values()):
         return "partially patched"
@@ -165,12 +193,31 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     print(f"  names the inserted code uses, all bound: {', '.join(anchors.required_names)}")
     pieces = ", ".join(f"{k} {'present' if v else 'absent'}" for k, v in anchors.applied.items())
     print(f"  patch: {_status(anchors)} ({pieces})")
-    print("the patch can be applied" if _status(anchors) != "patched" else "the patch is already applied")
+    if _status(anchors) != "patched":
+        print("the patch can be applied")
+    elif not anchors.applied["extension"]:
+        print("the base patch is applied; the extension (several positional tensors, training=<bool>) can be added")
+    else:
+        print("the patch is already applied, with the extension")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    try:
+        result = report_mod.report(args.src)
+    except ForkgenError as error:
+        if args.json:
+            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        raise
+    if args.json:
+        print(json.dumps({"ok": True, **report_mod.to_json(result)}, indent=2))
+        return EXIT_OK
+    print(report_mod.format_text(result))
     return EXIT_OK
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    tree = patch.apply(args.src, args.out)
+    tree = patch.apply(args.src, args.out, extension=_training_fast_path(args, config_mod.load(args.config)))
     if not tree.changed:
         print("already patched: nothing changed", file=sys.stderr)
     print(tree.root)
@@ -194,6 +241,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         source_root=args.source,
         overlay=cfg.overlay,
         isolated=args.isolated_build,
+        extension=_training_fast_path(args, cfg),
     )
     print(wheel.path)
     return EXIT_OK
@@ -210,6 +258,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"sdist:            {upstream.get('sdist')}")
     print(f"sdist sha256:     {upstream.get('sdist_sha256')}")
     print(f"CallSpec variant: {data.get('callspec_variant')}")
+    training = data.get("training_fast_path")
+    print(f"training fast path: {'yes' if training else 'no' if training is False else 'not recorded (built before forkgen 0.2)'}")
     print("codemods:")
     for name, version in sorted(data.get("codemods", {}).items()):
         print(f"  {name} {version}")
@@ -239,6 +289,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
         workspace=_workspace(cfg),
         torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
         verify=not args.no_verify,
+        extension=_training_fast_path(args, cfg),
     )
     print(result.wheel.path)
     return EXIT_OK
@@ -254,6 +305,7 @@ COMMANDS = {
     "compare-tests": cmd_compare_tests,
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,
+    "report": cmd_report,
     "apply": cmd_apply,
     "build": cmd_build,
     "inspect": cmd_inspect,

@@ -24,6 +24,8 @@ class Config:
     pin: Pin | None
     #: Directory whose files the fork adds over upstream's (its README).
     overlay: Path | None
+    #: Whether builds add the fast-path extension (several positional tensors, `training=<bool>`).
+    training_fast_path: bool = True
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -82,13 +84,17 @@ def load(path: Path | None = None) -> Config:
         distribution=distribution,
         version=str(table["version"]),
         sha256=validate_sha256(str(table["sha256"]), f"{where} sha256"),
-        local_label=validate_label(str(table.get("local-label", "fastcallspec.1")), f"{where} local-label"),
+        local_label=validate_label(str(table.get("local-label", "fastcallspec.2")), f"{where} local-label"),
     )
     overlay = table.get("overlay")
+    training = table.get("training-fast-path", True)
+    if not isinstance(training, bool):
+        raise UsageError(f"{where}: training-fast-path must be true or false")
     return Config(
         path=path,
         pin=pin,
         overlay=(path.parent / str(overlay)) if overlay else None,
+        training_fast_path=training,
     )
 
 
@@ -122,7 +128,7 @@ def resolve_pin(
     label = (
         local_label
         or os.environ.get("FORKGEN_LOCAL_LABEL")
-        or (base.local_label if base else "fastcallspec.1")
+        or (base.local_label if base else "fastcallspec.2")
     )
     label = validate_label(label, "local label")
     return Pin(distribution=dist, version=ver, sha256=pinned_sha, local_label=label)

@@ -16,7 +16,7 @@ class Pin:
     version: str
     #: Expected sha256 of the sdist; None when the release is not pinned.
     sha256: str | None
-    local_label: str = "fastcallspec.1"
+    local_label: str = "fastcallspec.2"
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class PatchedTree:
     codemods: tuple[tuple[str, str], ...]
     #: False when the input was already patched and nothing changed.
     changed: bool
+    #: Whether the tree carries the extension (several positional tensors, `training=<bool>`).
+    extension: bool = True
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
-from codemods.patch import codemod_versions, patch_source
+from codemods.patch import PatchRefused, codemod_versions, patch_source
 from forkgen.cmd import log
 from forkgen.errors import UpstreamDriftError, UsageError
 from forkgen.model import Anchors, PatchedTree
@@ -46,8 +46,10 @@ def analyze(root: Path) -> Anchors:
     )
 
 
-def apply(root: Path, out: Path) -> PatchedTree:
-    """Write the patched copy of the tree at `root` to `out`, which must not exist.
+def apply(root: Path, out: Path, *, extension: bool = True) -> PatchedTree:
+    """Write the patched copy of the tree at `root` to `out`, which must not exist;
+    with the fast-path extension (several positional tensors, `training=<bool>`)
+    unless `extension` is False.
 
     `out` appears only once complete: the copy is made next to it and renamed.
     """
@@ -55,9 +57,11 @@ def apply(root: Path, out: Path) -> PatchedTree:
         raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
     source = _read_layer(root)
     try:
-        result = patch_source(source, LAYER_PY)
+        result = patch_source(source, LAYER_PY, extension=extension)
     except AnchorDrift as error:
         raise _drift(error) from None
+    except PatchRefused as error:
+        raise UsageError(str(error), hint="build from the unpatched upstream tree, or leave the extension on") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     try:
@@ -71,4 +75,10 @@ def apply(root: Path, out: Path) -> PatchedTree:
         log(f"patched {LAYER_PY} (variant {result.variant}): {', '.join(result.applied)}")
     else:
         log(f"{LAYER_PY} is already patched; nothing changed")
-    return PatchedTree(root=out, variant=result.variant, codemods=codemod_versions(), changed=result.changed)
+    return PatchedTree(
+        root=out,
+        variant=result.variant,
+        codemods=codemod_versions(extension),
+        changed=result.changed,
+        extension=extension,
+    )

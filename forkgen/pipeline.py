@@ -22,6 +22,7 @@ def build_fork(
     source_root: Path | None = None,
     overlay: Path | None = None,
     isolated: bool = False,
+    extension: bool = True,
 ) -> Wheel:
     """Fetch (or take `source_root`), analyze, apply and build; return the wheel."""
     started = time.monotonic()
@@ -40,7 +41,7 @@ def build_fork(
     log(f"[3/4] apply -> {tree_dir}")
     if tree_dir.exists():
         shutil.rmtree(tree_dir)
-    tree = patch.apply(source_root, tree_dir)
+    tree = patch.apply(source_root, tree_dir, extension=extension)
     log(f"[4/4] build -> {out_dir}")
     wheel = build_stage.build(tree, source, pin, out_dir, overlay=overlay, isolated=isolated)
     log(f"built {wheel.path.name} (sha256 {wheel.sha256}) in {time.monotonic() - started:.1f} s")

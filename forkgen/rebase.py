@@ -106,6 +106,7 @@ def rebase(
     workspace: Path,
     torch_spec: str = DEFAULT_TORCH_SPEC,
     verify: bool = True,
+    extension: bool = True,
 ) -> RebaseResult:
     """Prove the fork on `pin`, then move the pin in `pyproject` to it."""
     started = time.monotonic()
@@ -132,7 +133,7 @@ def rebase(
         if tree_dir.exists():
             shutil.rmtree(tree_dir)
         log(f"[3/5] apply -> {tree_dir}")
-        tree = patch.apply(source.root, tree_dir)
+        tree = patch.apply(source.root, tree_dir, extension=extension)
         stage = "build"
         log(f"[4/5] build -> {workdir / 'dist'}")
         wheel = build_stage.build(tree, source, pinned, workdir / "dist")

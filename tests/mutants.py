@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = "codemods/templates/callspec_common.py"
 V3_V4 = "codemods/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
+BOUND = "codemods/templates/callspec_bound_common.py"  # the extension
+BOUND_V4 = "codemods/templates/callspec_bound_v4.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -57,6 +59,48 @@ MUTANTS = [
         COMMON,
         "            and parameter.kind is inspect.Parameter.POSITIONAL_ONLY\n",
         "            and parameter.kind is None\n",
+    ),
+    (
+        "extension: an unaccepted training stays in the call's kwargs",
+        BOUND,
+        '                del kwargs["training"]\n',
+        "                pass\n",
+    ),
+    (
+        "extension (V4): the popped training goes last in user_arguments_dict",
+        BOUND_V4,
+        '    return {"training": training, **user_arguments}\n',
+        '    return {**user_arguments, "training": training}\n',
+    ),
+    (
+        "extension (V4): training taken even when it is no longer a call-context argument",
+        BOUND_V4,
+        '    return "training" in layer._call_context_args\n',
+        "    return True\n",
+    ),
+    (
+        "extension: positional arguments other than None are not checked to be tensors",
+        BOUND,
+        "        if not is_backend_tensor_or_symbolic(arg):\n            return False\n    return True\n",
+        "        if arg is None:\n            return False\n    return True\n",
+    ),
+    (
+        "extension: a training without a plain default is not required to be passed",
+        BOUND,
+        "        if all(plain[i] for i in rest):\n            arities.add(n)\n",
+        "        if True:\n            arities.add(n)\n",
+    ),
+    (
+        "extension: eager looks at the first argument only",
+        BOUND,
+        "        for arg in args:\n            if isinstance(arg, KerasTensor):\n",
+        "        for arg in args[:1]:\n            if isinstance(arg, KerasTensor):\n",
+    ),
+    (
+        "extension: a positional argument may bind to `training`",
+        BOUND,
+        '        if parameter.kind not in positional_kinds or parameter.name == "training":\n',
+        "        if parameter.kind not in positional_kinds:\n",
     ),
 ]
 

@@ -60,6 +60,23 @@ CALL_SIGNATURE_STATEMENT = m.SimpleStatementLine(
 )
 
 
+#: The base's last statement in `Layer.__init__`, after which the extension's go.
+BASE_FLAG_STATEMENT = m.SimpleStatementLine(
+    body=[
+        m.Assign(
+            targets=[
+                m.AssignTarget(
+                    target=m.Attribute(value=m.Name("self"), attr=m.Name("_call_spec_fast_path"))
+                )
+            ],
+            value=m.Comparison(
+                left=m.Attribute(value=m.Name("self"), attr=m.Name("_call_spec_fast_plan"))
+            ),
+        )
+    ]
+)
+
+
 @dataclass(frozen=True)
 class Template:
     """The pieces of one variant's template, as libcst nodes ready to splice."""
@@ -195,6 +212,96 @@ def load(variant: str) -> Template:
         eligibility_piece=eligibility_piece,
         guard_piece=guard_piece,
         fast_piece=fast_piece,
+        defined_names=defined,
+        required_names=required,
+    )
+
+
+#: The extension's code common to every variant (several positional tensors, `training=<bool>`).
+EXTENSION_COMMON_MODULE = "callspec_bound_common.py"
+#: The module holding each variant's handling of a `training` that call() does not accept.
+EXTENSION_MODULES = {
+    "V1": "callspec_bound_v1.py",
+    "V2": "callspec_bound_v1.py",
+    "V3": "callspec_bound_v1.py",
+    "V4": "callspec_bound_v4.py",
+}
+#: The functions each extension variant module defines; spliced before `_callspec_fast_bindable`.
+EXTENSION_VARIANT_FUNCTIONS = ("_callspec_fast_pops_training", "_callspec_fast_popped_training")
+
+
+@dataclass(frozen=True)
+class ExtensionTemplate:
+    """The pieces of the extension, for one variant, as libcst nodes ready to splice."""
+
+    variant: str
+    #: Top-level statements inserted before `class CallSpec`, after the base's.
+    module_piece: tuple[cst.BaseStatement, ...]
+    #: Statements inserted right after the base's last statement in `Layer.__init__`.
+    bindings_piece: tuple[cst.BaseStatement, ...]
+    #: The `elif` added to the base's guard, before upstream's `else`.
+    branch_piece: cst.If
+    #: The `_fast_bound` classmethod appended to `class CallSpec`.
+    fast_bound_piece: cst.FunctionDef
+    defined_names: frozenset[str]
+    #: Names the pieces use that the target module (or the base patch) must bind.
+    required_names: frozenset[str]
+
+
+@functools.cache
+def load_extension(variant: str) -> ExtensionTemplate:
+    """Parse the extension's common template and the module of `variant` into its four pieces."""
+    base = load(variant)
+    wrapper = _parse(EXTENSION_COMMON_MODULE)
+    module = wrapper.module
+    variant_wrapper = _parse(EXTENSION_MODULES[variant])
+    rules = [
+        s
+        for s in variant_wrapper.module.body
+        if m.matches(s, m.FunctionDef(name=m.OneOf(*(m.Name(n) for n in EXTENSION_VARIANT_FUNCTIONS))))
+    ]
+    if len(rules) != len(EXTENSION_VARIANT_FUNCTIONS):
+        raise ValueError(f"{EXTENSION_MODULES[variant]} must define {', '.join(EXTENSION_VARIANT_FUNCTIONS)} once each")
+    layer = _class(module, "Layer")
+    callspec = _class(module, "CallSpec")
+    common_piece = list(module.body[: module.body.index(layer)])
+    bindable = [
+        i for i, s in enumerate(common_piece) if m.matches(s, m.FunctionDef(name=m.Name("_callspec_fast_bindable")))
+    ]
+    if len(bindable) != 1:
+        raise ValueError("the extension template must define _callspec_fast_bindable once")
+    module_piece = (*common_piece[: bindable[0]], *rules, *common_piece[bindable[0] :])
+
+    # Layer.__init__ repeats, for context, the base's statements up to its flag;
+    # the extension's statements follow it.
+    init_body = _body(_method(layer, "__init__"))
+    flag = [i for i, s in enumerate(init_body) if m.matches(s, BASE_FLAG_STATEMENT)]
+    if len(flag) != 1 or not m.matches(base.eligibility_piece[-1], BASE_FLAG_STATEMENT):
+        raise ValueError("the base and the extension's Layer.__init__ must set _call_spec_fast_path from the plan once")
+    prefix = flag[0] + 1
+    bindings_piece = tuple(init_body[prefix:])
+
+    call_body = _body(_method(layer, "__call__"))
+    guards = [s for s in call_body if isinstance(s, cst.If)]
+    if len(guards) != 1 or not isinstance(guards[0].orelse, cst.If):
+        raise ValueError("the extension's Layer.__call__ must contain one if with one elif")
+    branch_piece = guards[0].orelse
+
+    fast_bound_piece = _method(callspec, "_fast_bound")
+    defined = _bound_names(module_piece)
+    pieces: list[cst.CSTNode] = [*common_piece, *bindings_piece, branch_piece.test, branch_piece.body, fast_bound_piece]
+    required = _free_names(wrapper, pieces, defined) | _free_names(variant_wrapper, rules, defined)
+    blank = (cst.EmptyLine(), cst.EmptyLine())
+    module_piece = tuple(
+        s.with_changes(leading_lines=[*blank, *s.leading_lines]) if i == 0 or s in rules else s
+        for i, s in enumerate(module_piece)
+    )
+    return ExtensionTemplate(
+        variant=variant,
+        module_piece=module_piece,
+        bindings_piece=bindings_piece,
+        branch_piece=branch_piece,
+        fast_bound_piece=fast_bound_piece,
         defined_names=defined,
         required_names=required,
     )

@@ -136,32 +136,34 @@ def workload(case: str) -> Callable[[], Any]:
 
 @contextmanager
 def counting() -> Iterator[dict[str, int]]:
-    """Count CallSpecs built by the slow constructor and by `CallSpec._fast`."""
+    """Count CallSpecs built by the slow constructor and by the fast ones
+    (`CallSpec._fast`, and `CallSpec._fast_bound` when the wheel has the extension)."""
     from keras.src.layers.layer import CallSpec
 
     counts = {"slow": 0, "fast": 0}
     original_init = CallSpec.__init__
-    original_fast = CallSpec.__dict__.get("_fast")
+    originals = {name: CallSpec.__dict__[name] for name in ("_fast", "_fast_bound") if name in CallSpec.__dict__}
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         counts["slow"] += 1
         original_init(self, *args, **kwargs)
 
-    CallSpec.__init__ = init
-    if original_fast is not None:
-        fast_function = original_fast.__func__
-
+    def counted(function: Callable[..., Any]) -> classmethod[Any, ..., Any]:
         def fast(cls: type, *args: Any) -> Any:
             counts["fast"] += 1
-            return fast_function(cls, *args)
+            return function(cls, *args)
 
-        CallSpec._fast = classmethod(fast)
+        return classmethod(fast)
+
+    CallSpec.__init__ = init
+    for name, method in originals.items():
+        setattr(CallSpec, name, counted(method.__func__))
     try:
         yield counts
     finally:
         CallSpec.__init__ = original_init
-        if original_fast is not None:
-            CallSpec._fast = original_fast
+        for name, method in originals.items():
+            setattr(CallSpec, name, method)
 
 
 def call_counts() -> dict[str, dict[str, int]]:

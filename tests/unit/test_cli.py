@@ -160,11 +160,53 @@ def test_build_from_a_local_tree_and_inspect(tmp_path: Path, capsys: pytest.Capt
     assert provenance["wheel"] == {"name": "keras", "version": "3.15.1+test.7"}
     assert provenance["upstream"]["version"] == "3.15.1"
     assert set(provenance["codemods"]) == {
-        "PrecomputeFastPathEligibilityCommand", "AddCallSpecFastCommand", "GuardCallSpecConstructionCommand"
+        "PrecomputeFastPathEligibilityCommand", "AddCallSpecFastCommand", "GuardCallSpecConstructionCommand",
+        "ExtendCallSpecFastPathCommand",
     }
+    assert provenance["training_fast_path"] is True
     code, out, _ = run(capsys, "inspect", str(wheel))
-    assert code == 0 and "CallSpec variant: V4" in out
+    assert code == 0 and "CallSpec variant: V4" in out and "training fast path: yes" in out
     assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [wheel.name]  # no build leftovers
+
+
+def test_build_without_the_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    code, out, err = run(
+        capsys, "build", "--source", str(src), "--out-dir", str(tmp_path / "dist"), "--no-training-fast-path"
+    )
+    assert code == 0, err
+    wheel = Path(out.strip().splitlines()[-1])
+    with zipfile.ZipFile(wheel) as archive:
+        layer = archive.read(LAYER)
+    assert b"def _fast(cls, plan, first_arg)" in layer and b"_fast_bound" not in layer
+    code, out, _ = run(capsys, "inspect", str(wheel), "--json")
+    provenance = json.loads(out)
+    assert provenance["training_fast_path"] is False
+    assert "ExtendCallSpecFastPathCommand" not in provenance["codemods"]
+
+
+def test_the_extension_switch_in_the_config_and_its_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_tree(tmp_path / "src")
+    config = tmp_path / "pyproject.toml"
+    config.write_text(
+        '[tool.forkgen]\ndistribution = "keras"\nversion = "3.15.1"\nsha256 = "' + "0" * 64 + '"\n'
+        "training-fast-path = false\n"
+    )
+    code, _, err = run(capsys, "apply", str(src), "--out", str(tmp_path / "base"), "--config", str(config))
+    assert code == 0, err
+    assert "_fast_bound" not in (tmp_path / "base" / LAYER).read_text()
+    # The command line wins over the config; the base-only tree gets the extension added.
+    code, _, err = run(capsys, "apply", str(tmp_path / "base"), "--out", str(tmp_path / "full"), "--config", str(config),
+                       "--training-fast-path")
+    assert code == 0, err
+    assert "def _fast_bound(cls, bindings, args, kwargs)" in (tmp_path / "full" / LAYER).read_text()
+    # forkgen never removes code: the extension cannot be left out of a tree that has it.
+    code, _, err = run(capsys, "apply", str(tmp_path / "full"), "--out", str(tmp_path / "again"), "--no-training-fast-path")
+    assert code == EXIT_USAGE and "already carries the fast-path extension" in err
+    assert not (tmp_path / "again").exists()
+    config.write_text(config.read_text().replace("false", '"no"'))
+    code, _, err = run(capsys, "apply", str(src), "--out", str(tmp_path / "bad"), "--config", str(config))
+    assert code == EXIT_USAGE and "training-fast-path must be true or false" in err
 
 
 def test_build_failure_is_exit_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ GUARDED = """\
             self._call_spec_fast_path
             and not kwargs
             and len(args) == 1
+            and self._call_spec_fast_plan is not None
             and self._call_spec_fast_plan.signature is self._call_signature
             and is_backend_tensor_or_symbolic(args[0])
         ):

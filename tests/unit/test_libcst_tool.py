@@ -14,10 +14,11 @@ COMMANDS = [
     "precompute_fast_path_eligibility.PrecomputeFastPathEligibilityCommand",
     "add_callspec_fast.AddCallSpecFastCommand",
     "guard_callspec_construction.GuardCallSpecConstructionCommand",
+    "extend_callspec_fast_path.ExtendCallSpecFastPathCommand",
 ]
 
 
-def test_libcst_tool_applies_the_three_codemods_like_forkgen(tmp_path: Path) -> None:
+def test_libcst_tool_applies_the_four_codemods_like_forkgen(tmp_path: Path) -> None:
     target = tmp_path / "layer.py"
     target.write_text(LAYER_V4)
     for command in COMMANDS:
@@ -28,3 +29,14 @@ def test_libcst_tool_applies_the_three_codemods_like_forkgen(tmp_path: Path) -> 
         assert result.returncode == 0, result.stderr
         assert "Transformed 1 files successfully" in result.stderr
     assert target.read_text() == patch_source(LAYER_V4).source
+
+
+def test_libcst_tool_without_the_extension_is_the_base(tmp_path: Path) -> None:
+    target = tmp_path / "layer.py"
+    target.write_text(LAYER_V4)
+    for command in COMMANDS[:3]:
+        subprocess.run(
+            [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", command, str(target)],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        )
+    assert target.read_text() == patch_source(LAYER_V4, extension=False).source

@@ -1,0 +1,527 @@
+"""`forkgen report`: every Keras `Layer` subclass, its `call()` signature and its fast-path verdicts.
+
+Static: the tree is parsed with `ast`, never imported. Base classes are resolved through each
+module's imports (aliases, attribute bases such as `layers.Layer`, re-exports through package
+`__init__` modules, relative and star imports), `call` through a C3 linearisation of the bases
+found inside Keras (others, such as `object` or backend classes, are ignored). The eligibility
+rules mirror the code the patch inserts (`_callspec_fast_plan`, `_callspec_fast_bindings` and
+the variant's `_callspec_fast_default_is_plain` in codemods/templates/); a default that is not
+a literal is assumed plain (not a tensor, not nested), and the report lists it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
+from codemods.stamp_version import VERSION_PY, read_version
+from forkgen.errors import UpstreamDriftError, UsageError
+
+#: The class every reported class derives from (and which is not reported itself).
+LAYER_CLASS = "keras.src.layers.layer.Layer"
+#: Parameter kinds, named as `inspect.Parameter` names them.
+POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = (
+    "positional_only", "positional_or_keyword", "var_positional", "keyword_only", "var_keyword"
+)
+_POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
+_BASE_PIECES = ("eligibility", "fast_constructor", "guard")
+_CLASS_LINE = re.compile(r"^class ", re.MULTILINE)
+_V4_TRAINING_NOTE = "fast while `training` is a call-context argument (the default)"
+_EXTENSION_ABSENT = "extension not in this tree"
+Ref = tuple[str, str]  # ("class", "module.Class") or ("module", "dotted.name")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of `call()` (without `self`) and how the patch classifies its default."""
+
+    name: str
+    kind: str
+    default: str | None  # the default's source text; None when there is none
+    plain: bool
+    why: str | None = None  # why a default is not plain
+    assumed: bool = False  # not a literal: assumed plain
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether one call shape takes the fast path in this tree; if not, why."""
+
+    fast: bool
+    eligible: bool  # by this forkgen's rules, whether or not the code is in the tree
+    reason: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """One `Layer` subclass. `shapes` maps "layer(x)" and "layer(x, training=b)" to a
+    Verdict, "positional" and "positional_training" to {"n": Verdict} for n >= 2."""
+
+    module: str
+    name: str
+    line: int
+    call_defined_in: str | None
+    signature: str
+    parameters: tuple[Parameter, ...]
+    shapes: dict[str, Any]
+    arities: list[int] | None  # None when `call` is unresolved
+    training_arities: list[int] | None
+
+
+@dataclass(frozen=True)
+class Report:
+    """The report over one tree."""
+
+    source: str
+    keras_version: str | None
+    variant: str
+    applied: dict[str, bool]
+    layers: tuple[LayerReport, ...]
+    skipped_files: tuple[str, ...] = ()
+
+    @property
+    def base_patched(self) -> bool:
+        return all(self.applied.get(piece, False) for piece in _BASE_PIECES)
+
+    @property
+    def extension_patched(self) -> bool:
+        return self.applied.get("extension", False)
+
+
+# -- eligibility, as the inserted code computes it ------------------------------------------------
+def _leaves(value: object) -> list[object]:
+    # `tree.flatten`: lists, tuples and dicts (over their values) are nested; str/bytes are leaves.
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def classify_default(node: ast.expr | None, variant: str) -> tuple[bool, str | None, bool]:
+    """`(plain, why_not, assumed)` of a default expression, by the variant's
+    `_callspec_fast_default_is_plain`. A literal is never a tensor, so only the nested rule
+    can make it not plain; a non-literal is assumed plain; no default is not plain."""
+    if node is None:
+        return False, None, False
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return True, None, True
+    if not isinstance(value, list | tuple | dict):
+        return True, None, False
+    leaves = _leaves(value)
+    if variant == "V1":  # no length test: `all()` over no leaves is true, `()` is a tensor argument
+        tensor_like = not leaves
+    elif variant == "V2":
+        tensor_like = len(value) > 0 and not leaves
+    else:  # V3, V4: None counts with the tensors
+        tensor_like = len(value) > 0 and all(leaf is None for leaf in leaves)
+    if not tensor_like:
+        return True, None, False
+    why = "empty nested value" if not value else "nested value of only None" if leaves else "nested value without leaves"
+    return False, f"{why}, {variant}", False
+
+
+def _param_reason(p: Parameter) -> str:
+    if p.default is None:
+        return f"parameter `{p.name}` has no default"
+    return f"default of `{p.name}` is not plain ({p.why})"
+
+
+def _refusal(p: Parameter) -> str | None:
+    if p.kind in (VAR_POSITIONAL, VAR_KEYWORD):
+        return f"call() takes {'*' if p.kind == VAR_POSITIONAL else '**'}{p.name}"
+    if p.name == "training" and p.kind == POSITIONAL_ONLY:
+        return "positional-only `training`"
+    return None
+
+
+def plan_reason(params: list[Parameter]) -> str | None:
+    """Why `_callspec_fast_plan` returns None (`layer(x)` not eligible); None when it does not."""
+    if not params:
+        return "call() takes no argument"
+    if params[0].kind not in _POSITIONAL:
+        return _refusal(params[0]) or f"first parameter `{params[0].name}` is keyword-only"
+    for p in params:  # in the template's order: `training` first, then *args/**kwargs, then defaults
+        reason = _refusal(p) or (None if p is params[0] or p.plain else _param_reason(p))
+        if reason:
+            return reason
+    return None
+
+
+def bindings(params: list[Parameter]) -> tuple[dict[int, str | None], dict[int, str | None]]:
+    """`_callspec_fast_bindings`: for n = 1 .. max(2, positional), why `layer(x1, ..., xn)`
+    and why `layer(x1, ..., xn, training=b)` are not eligible (None when they are)."""
+    refused = next((reason for p in params if (reason := _refusal(p))), None)
+    positional, stop = 0, ""
+    for p in params:
+        if p.kind not in _POSITIONAL or p.name == "training":
+            stop = " before `training`" if p.name == "training" else ""
+            break
+        positional += 1
+    plain: dict[int, str | None] = {}
+    training: dict[int, str | None] = {}
+    for n in range(1, max(2, positional) + 1):
+        if refused or n > positional:
+            count = f"only {positional} parameter{'s take' if positional > 1 else ' takes'}" if positional else "no parameter takes"
+            plain[n] = training[n] = refused or f"{count} a positional argument{stop}"
+            continue
+        rest = params[n:]
+        training[n] = next((_param_reason(p) for p in rest if not p.plain and p.name != "training"), None)
+        plain[n] = training[n] or next((_param_reason(p) for p in rest if not p.plain), None)
+    return plain, training
+
+
+# -- the module index and class resolution ---------------------------------------------------------
+@dataclass
+class _Module:
+    name: str
+    package: str
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    #: name -> ("module", dotted name), ("symbol", (module, name)) or ("expr", node); first wins
+    bindings: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    stars: list[str] = field(default_factory=list)  # modules imported with `from X import *`
+
+
+def module_name(relative: str) -> tuple[str, str]:
+    """`(module, package)` of a file path relative to the tree root."""
+    parts = relative.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), ".".join(parts[:-1])
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    # Module-level statements, also under `if`/`try`/`with` (backend-dependent imports).
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.If | ast.Try | ast.With):
+            for block in (*(getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")), *(h.body for h in getattr(stmt, "handlers", []))):
+                yield from _statements(block)
+
+
+def index_module(relative: str, tree: ast.Module) -> _Module:
+    """The top-level classes and the names bound by imports or aliases in one module."""
+    mod = _Module(*module_name(relative))
+    for stmt in _statements(tree.body):
+        if isinstance(stmt, ast.ClassDef) and stmt in tree.body:
+            mod.classes[stmt.name] = stmt
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                mod.bindings.setdefault(bound, ("module", alias.name if alias.asname else bound))
+        elif isinstance(stmt, ast.ImportFrom):
+            source = stmt.module or ""
+            if stmt.level:
+                parts = mod.package.split(".")
+                source = ".".join([*parts[: len(parts) - stmt.level + 1], *([source] if source else [])])
+            for alias in stmt.names:
+                if alias.name == "*":
+                    mod.stars.append(source)
+                else:
+                    mod.bindings.setdefault(alias.asname or alias.name, ("symbol", (source, alias.name)))
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name | ast.Attribute):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    mod.bindings.setdefault(target.id, ("expr", stmt.value))
+    return mod
+
+
+class _Index:
+    """The tree's modules, each parsed on first use: a file without a top-level class is
+    parsed only when an import leads to it."""
+
+    def __init__(self, files: Mapping[str, str]) -> None:
+        self.files = files
+        self.paths = {module_name(relative)[0]: relative for relative in files}
+        self.packages = {".".join(m.split(".")[:i]) for m in self.paths for i in range(1, m.count(".") + 2)}
+        self.skipped: list[str] = []
+        self._modules: dict[str, _Module | None] = {}
+        self._mro: dict[str, list[str]] = {}
+        self._active: set[str] = set()
+
+    def module(self, name: str) -> _Module | None:
+        if name not in self._modules:
+            relative, mod = self.paths.get(name), None
+            if relative is not None:
+                try:
+                    mod = index_module(relative, ast.parse(self.files[relative], relative))
+                except (SyntaxError, ValueError):
+                    self.skipped.append(relative)
+            self._modules[name] = mod
+        return self._modules[name]
+
+    def cls(self, key: str) -> tuple[_Module, ast.ClassDef]:
+        module, _, name = key.rpartition(".")
+        mod = self.module(module)
+        assert mod is not None
+        return mod, mod.classes[name]
+
+    def candidates(self) -> list[str]:
+        """Every top-level class of the tree, as `module.Class`."""
+        names = [name for name, relative in self.paths.items() if _CLASS_LINE.search(self.files[relative])]
+        return [f"{name}.{c}" for name in names if (mod := self.module(name)) is not None for c in mod.classes]
+
+    def lookup(self, module: str, name: str, seen: frozenset[Ref] = frozenset()) -> Ref | None:
+        """What `name` is in `module` (a class or module of the tree), following imports."""
+        if (module, name) in seen:
+            return None
+        seen, mod = seen | {(module, name)}, self.module(module)
+        if mod is not None and name in mod.classes:
+            return "class", f"{module}.{name}"
+        if mod is not None and name in mod.bindings:
+            kind, target = mod.bindings[name]
+            if kind == "module":
+                return "module", target
+            found = self.lookup(target[0], target[1], seen) if kind == "symbol" else self.resolve(module, target, seen)
+            if found is not None:
+                return found
+        for star in mod.stars if mod is not None and not name.startswith("_") else ():
+            if (found := self.lookup(star, name, seen)) is not None:
+                return found
+        return ("module", f"{module}.{name}") if f"{module}.{name}" in self.packages else None
+
+    def resolve(self, module: str, node: ast.expr, seen: frozenset[Ref] = frozenset()) -> Ref | None:
+        """What a `Name` or `a.b.C` expression in `module` refers to."""
+        if isinstance(node, ast.Name):
+            return self.lookup(module, node.id, seen)
+        if isinstance(node, ast.Attribute):
+            owner = self.resolve(module, node.value, seen)
+            if owner is not None and owner[0] == "module":
+                return self.lookup(owner[1], node.attr, seen)
+        return None
+
+    def mro(self, key: str) -> list[str]:
+        """C3 linearisation over the bases resolved inside the tree."""
+        if key in self._mro:
+            return self._mro[key]
+        if key in self._active:  # a cycle through mis-resolved names: stop here
+            return [key]
+        self._active.add(key)
+        mod, node = self.cls(key)
+        refs = [self.resolve(mod.name, base) for base in node.bases]
+        bases = [r[1] for r in refs if r is not None and r[0] == "class" and r[1] != key]
+        self._mro[key] = [key, *_c3([*(self.mro(b) for b in bases), bases])]
+        self._active.discard(key)
+        return self._mro[key]
+
+
+def _c3(seqs: list[list[str]]) -> list[str]:
+    merged: list[str] = []
+    seqs = [list(s) for s in seqs if s]
+    while seqs:
+        head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
+        if head is None:  # inconsistent (Python would refuse the class): depth-first order
+            return merged + list(dict.fromkeys(x for s in seqs for x in s))
+        merged.append(head)
+        seqs = [rest for s in seqs if (rest := [x for x in s if x != head])]
+    return merged
+
+
+def _call_statement(node: ast.ClassDef) -> ast.stmt | None:
+    found: ast.stmt | None = None  # the last binding of `call` in the class body wins
+    for stmt in node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else []
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == "call" or any(
+            isinstance(t, ast.Name) and t.id == "call" for t in targets
+        ):
+            found = stmt
+    return found
+
+
+def call_parameters(fn: ast.FunctionDef, variant: str) -> list[Parameter]:
+    """The parameters `inspect.signature(layer.call)` shows: the def's, without the first."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    spec: list[tuple[str, str, ast.expr | None]] = [
+        (arg.arg, POSITIONAL_ONLY if i < len(a.posonlyargs) else POSITIONAL_OR_KEYWORD, defaults[i])
+        for i, arg in enumerate(positional)
+    ]
+    spec += [(a.vararg.arg, VAR_POSITIONAL, None)] if a.vararg else []
+    spec += [(arg.arg, KEYWORD_ONLY, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+    spec += [(a.kwarg.arg, VAR_KEYWORD, None)] if a.kwarg else []
+    return [
+        Parameter(name, kind, None if node is None else ast.unparse(node), *classify_default(node, variant))
+        for name, kind, node in (spec[1:] if positional else spec)
+    ]
+
+
+def format_signature(params: list[Parameter]) -> str:
+    """The signature as `inspect.Signature` prints it (defaults as written in the source)."""
+    out: list[str] = []
+    for i, p in enumerate(params):
+        if p.kind == KEYWORD_ONLY and not any(q.kind in (VAR_POSITIONAL, KEYWORD_ONLY) for q in params[:i]):
+            out.append("*")
+        star = {VAR_POSITIONAL: "*", VAR_KEYWORD: "**"}.get(p.kind, "")
+        out.append(f"{star}{p.name}" + ("" if p.default is None else f"={p.default}"))
+        if p.kind == POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind != POSITIONAL_ONLY):
+            out.append("/")
+    return f"({', '.join(out)})"
+
+
+# -- the report ----------------------------------------------------------------------------------
+def _verdict(reason: str | None, present: bool, absent: str, note: str | None = None) -> Verdict:
+    if reason is not None:
+        return Verdict(False, False, reason)
+    return Verdict(present, True, None if present else absent, note)
+
+
+def layer_report(index: _Index, key: str, variant: str, base: bool, extension: bool) -> LayerReport:
+    """The report of one class (`key` is `module.Class`) in a tree of CallSpec `variant`."""
+    mod, node = index.cls(key)
+    owner = next((k for k in index.mro(key) if _call_statement(index.cls(k)[1]) is not None), None)
+    stmt = None if owner is None else _call_statement(index.cls(owner)[1])
+    if not isinstance(stmt, ast.FunctionDef) or stmt.decorator_list:
+        why = (
+            "no call() found" if stmt is None
+            else "async def call" if isinstance(stmt, ast.AsyncFunctionDef)
+            else f"call() is decorated with @{ast.unparse(stmt.decorator_list[0])}" if isinstance(stmt, ast.FunctionDef)
+            else f"call = {ast.unparse(getattr(stmt, 'value', stmt))}"
+        )
+        slow = Verdict(False, False, f"unresolved ({why})")
+        shapes: dict[str, Any] = {"layer(x)": slow, "layer(x, training=b)": slow, "positional": {"2": slow}, "positional_training": {"2": slow}}
+        return LayerReport(mod.name, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None, None)
+    params = call_parameters(stmt, variant)
+    plain, training = bindings(params)
+    note = _V4_TRAINING_NOTE if variant == "V4" and all(p.name != "training" for p in params) else None
+    shapes = {
+        "layer(x)": _verdict(plan_reason(params), base, "not patched"),
+        "layer(x, training=b)": _verdict(training[1], extension, _EXTENSION_ABSENT, note),
+        "positional": {str(n): _verdict(r, extension, _EXTENSION_ABSENT) for n, r in plain.items() if n >= 2},
+        "positional_training": {str(n): _verdict(r, extension, _EXTENSION_ABSENT, note) for n, r in training.items() if n >= 2},
+    }
+    arities, training_arities = ([n for n, r in reasons.items() if r is None] for reasons in (plain, training))
+    return LayerReport(mod.name, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities, training_arities)
+
+
+def build_report(files: Mapping[str, str], source: str = "") -> Report:
+    """The report over a tree given as `{relative path: text}` (pure; `read_tree` reads one)."""
+    try:
+        analysis = analyze_source(files[LAYER_PY], LAYER_PY)
+    except AnchorDrift as error:
+        raise UpstreamDriftError(f"upstream drift: {error}") from None
+    try:
+        version: str | None = read_version(files[VERSION_PY])
+    except Exception:  # noqa: BLE001 - the version is informative only
+        version = None
+    index = _Index(files)
+    applied = dict(analysis.applied)
+    base = all(applied.get(piece, False) for piece in _BASE_PIECES)
+    keys = sorted((k for k in index.candidates() if k != LAYER_CLASS and LAYER_CLASS in index.mro(k)), key=lambda k: k.rpartition("."))
+    layers = tuple(layer_report(index, k, analysis.variant, base, applied.get("extension", False)) for k in keys)
+    return Report(source, version, analysis.variant, applied, layers, tuple(sorted(index.skipped)))
+
+
+def _is_test_file(relative: str) -> bool:
+    name = relative.rsplit("/", 1)[-1]
+    return name.endswith("_test.py") or name in ("test_utils.py", "conftest.py") or relative.startswith("keras/src/testing/")
+
+
+def read_tree(root: Path) -> dict[str, str]:
+    """`{relative path: text}` of `root/keras/src/**/*.py`, tests and test utilities left out."""
+    if not root.is_dir():
+        raise UsageError(f"source tree {root} does not exist or is not a directory")
+    if not (root / LAYER_PY).is_file():
+        raise UpstreamDriftError(
+            f"upstream drift: {root}: no {LAYER_PY}",
+            hint="SRC must be the root of an unpacked Keras 3 sdist, or a site-packages directory where keras is installed",
+        )
+    paths = sorted((root / "keras" / "src").rglob("*.py"))
+    relatives = ((p, p.relative_to(root).as_posix()) for p in paths)
+    return {rel: p.read_bytes().decode("utf-8", errors="replace") for p, rel in relatives if not _is_test_file(rel)}
+
+
+def report(root: Path) -> Report:
+    """`forkgen report SRC`: read the tree at `root` and report on it."""
+    return build_report(read_tree(root), str(root))
+
+
+# -- output ----------------------------------------------------------------------------------------
+def _all_verdicts(row: LayerReport, shape: str) -> list[Verdict]:
+    value = row.shapes[shape]
+    return list(value.values()) if isinstance(value, dict) else [value]
+
+
+def summary(result: Report) -> dict[str, Any]:
+    """Counts of layers, and of those where each shape is fast (and eligible, once patched);
+    "positional" counts the layers fast for some call with two or more positional tensors."""
+    counts: dict[str, Any] = {
+        "layers": len(result.layers),
+        "private": sum(row.name.startswith("_") for row in result.layers),
+        "unresolved": sum(row.arities is None for row in result.layers),
+    }
+    for shape in ("layer(x)", "layer(x, training=b)", "positional"):
+        verdicts = [_all_verdicts(row, shape) for row in result.layers]
+        counts[shape] = {key: sum(any(getattr(v, key) for v in vs) for vs in verdicts) for key in ("fast", "eligible")}
+    return counts
+
+
+def to_json(result: Report) -> dict[str, Any]:
+    """The JSON document `forkgen report --json` prints (without its `ok` key)."""
+    layers = [
+        {
+            "module": row.module,
+            "class": row.name,
+            "line": row.line,
+            "private": row.name.startswith("_"),
+            **{k: v for k, v in asdict(row).items() if k not in ("module", "name", "line")},
+            "assumed_plain": [p.name for p in row.parameters if p.assumed],
+        }
+        for row in result.layers
+    ]
+    return {
+        "source": result.source,
+        "keras_version": result.keras_version,
+        "variant": result.variant,
+        "patched": {"base": result.base_patched, "extension": result.extension_patched, "pieces": result.applied},
+        "layers": layers,
+        "skipped_files": list(result.skipped_files),
+        "summary": summary(result),
+    }
+
+
+def _word(v: Verdict) -> str:
+    return ("fast" if v.fast else "slow") + (f" ({v.reason})" if v.reason else "") + (f" [{v.note}]" if v.note else "")
+
+
+def _arities_text(verdicts: dict[str, Verdict]) -> str:
+    runs: list[tuple[int, int, str]] = []  # consecutive arities with the same verdict: "2-8 fast"
+    for n, v in sorted((int(n), v) for n, v in verdicts.items()):
+        if runs and runs[-1][2] == _word(v) and runs[-1][1] == n - 1:
+            runs[-1] = (runs[-1][0], n, runs[-1][2])
+        else:
+            runs.append((n, n, _word(v)))
+    return ", ".join(f"{a}{'' if a == b else f'-{b}'} {word}" for a, b, word in runs)
+
+
+def format_text(result: Report) -> str:
+    """The human-readable report: a header, one line per layer, a summary line."""
+    base, extension = ("present" if p else "absent" for p in (result.base_patched, result.extension_patched))
+    lines = [
+        f"keras {result.keras_version or '(version unknown)'} at {result.source}: CallSpec variant {result.variant}",
+        f"base patch: {base}; extension: {extension}",
+    ]
+    for row in result.layers:
+        s = row.shapes
+        lines.append(
+            f"{row.module}.{row.name}{' [private]' if row.name.startswith('_') else ''}  {row.signature}"
+            + ("" if row.call_defined_in in (None, f"{row.module}.{row.name}") else f"  [call from {row.call_defined_in}]")
+            + f"  layer(x): {_word(s['layer(x)'])}  training: {_word(s['layer(x, training=b)'])}"
+            f"  positional: {_arities_text(s['positional'])}  positional+training: {_arities_text(s['positional_training'])}"
+        )
+    c = summary(result)
+    lines.append(
+        f"{c['layers']} layers ({c['private']} private, {c['unresolved']} unresolved): "
+        + ", ".join(f"{shape} fast {c[k]['fast']} (eligible {c[k]['eligible']})" for k, shape in (
+            ("layer(x)", "layer(x)"), ("layer(x, training=b)", "layer(x, training=b)"), ("positional", ">=2 positionals")))
+    )
+    lines += [f"skipped (does not parse): {skipped}" for skipped in result.skipped_files]
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""ExtendCallSpecFastPathCommand on synthetic Keras-shaped modules."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext, CodemodTest
+
+from codemods.anchors import AnchorDrift, analyze_source
+from codemods.extend_callspec_fast_path import ExtendCallSpecFastPathCommand
+from codemods.patch import PatchRefused, patch_source
+from tests.support.synthetic import LAYER_V4, LAYERS, replace_once
+
+BASE = patch_source(LAYER_V4, extension=False).source
+
+BASE_GUARD_END = """\
+            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
+        else:
+            call_spec = CallSpec(
+"""
+EXTENDED_GUARD_END = """\
+            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
+        # forkgen CallSpec fast path, extension: several positional tensors,
+        # and `training=<bool>`.
+        elif (
+            self._call_spec_fast_path
+            and self._call_spec_fast_bindings is not None
+            and self._call_spec_fast_bindings.signature is self._call_signature
+            and _callspec_fast_bindable(self, self._call_spec_fast_bindings, args, kwargs)
+        ):
+            call_spec = CallSpec._fast_bound(self._call_spec_fast_bindings, args, kwargs)
+        else:
+            call_spec = CallSpec(
+"""
+BASE_FLAG = "        self._call_spec_fast_path = self._call_spec_fast_plan is not None\n"
+BINDINGS = """\
+        # forkgen CallSpec fast path, extension: can calls with several
+        # positional tensors or with `training=<bool>` skip `signature.bind`?
+        self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
+        if self._call_spec_fast_bindings is not None:
+            self._call_spec_fast_path = True
+"""
+
+
+def without_fast_bound(source: str) -> str:
+    start = source.index("\n\n    @classmethod\n    def _fast_bound")
+    return source[:start] + source[source.index("\n\n\n", start) :]
+
+
+def transform(source: str) -> str:
+    return ExtendCallSpecFastPathCommand(CodemodContext()).transform_module(cst.parse_module(source)).code
+
+
+class TestExtendCallSpecFastPath(CodemodTest):
+    TRANSFORM = ExtendCallSpecFastPathCommand
+
+    def test_adds_the_elif_between_the_fast_branch_and_upstreams_else(self) -> None:
+        after = transform(BASE)
+        self.assertIn(EXTENDED_GUARD_END, after)
+        self.assertNotIn(BASE_GUARD_END, after)
+
+    def test_adds_the_bindings_right_after_the_base_flag(self) -> None:
+        self.assertIn(BASE_FLAG + BINDINGS, transform(BASE))
+
+    def test_helpers_go_after_the_base_helpers_and_before_callspec(self) -> None:
+        after = transform(BASE)
+        plan = after.index("\ndef _callspec_fast_plan(")
+        helpers = [after.index(f"\n{name}") for name in (
+            "class _CallSpecFastBindings", "def _callspec_fast_bindings(", "def _callspec_fast_pops_training(",
+            "def _callspec_fast_popped_training(", "def _callspec_fast_bindable(",
+        )]
+        self.assertEqual(helpers, sorted(helpers))
+        self.assertLess(plan, helpers[0])
+        self.assertLess(helpers[-1], after.index("\nclass CallSpec:"))
+        self.assertIn("\n\n\nclass _CallSpecFastBindings:", after)
+
+    def test_fast_bound_follows_fast_in_callspec(self) -> None:
+        after = transform(BASE)
+        callspec = after[after.index("\nclass CallSpec:") :]
+        self.assertLess(callspec.index("def _fast(cls, plan, first_arg)"), callspec.index("def _fast_bound(cls, bindings, args, kwargs)"))
+
+    def test_everything_else_is_untouched(self) -> None:
+        after = replace_once(transform(BASE), BINDINGS, "")
+        after = replace_once(after, EXTENDED_GUARD_END, BASE_GUARD_END)
+        # Without the module piece and `_fast_bound`, what remains is the base, byte for byte.
+        start = after.index("\n\n\nclass _CallSpecFastBindings:")
+        after = after[:start] + after[after.index("\n\n\nclass CallSpec:") :]
+        self.assertEqual(without_fast_bound(after), BASE)
+
+    def test_noop_when_already_applied(self) -> None:
+        patched = patch_source(LAYER_V4).source
+        self.assertCodemod(patched, patched, expected_skip=True)
+
+    def test_needs_the_base_patch(self) -> None:
+        with self.assertRaises(ValueError) as caught:
+            transform(LAYER_V4)
+        self.assertIn("needs the pieces eligibility, fast_constructor, guard", str(caught.exception))
+
+
+@pytest.mark.parametrize("variant", ["V1", "V2", "V3", "V4"])
+def test_each_variant_gets_its_rule_for_an_unaccepted_training(variant: str) -> None:
+    after = patch_source(LAYERS[variant]).source
+    if variant == "V4":
+        assert 'return "training" in layer._call_context_args' in after
+        assert 'return {"training": training, **user_arguments}' in after
+    else:
+        assert "_call_context_args" not in after.split("def _callspec_fast_pops_training")[1].split("\ndef ")[0]
+        assert "    return user_arguments\n" in after
+    assert analyze_source(after).fully_applied
+
+
+def test_upgrading_a_base_only_tree_equals_patching_upstream_with_everything() -> None:
+    assert patch_source(BASE).source == patch_source(LAYER_V4).source
+    assert patch_source(BASE).applied == ("ExtendCallSpecFastPathCommand",)
+
+
+def test_without_the_extension_the_base_is_all_there_is() -> None:
+    analysis = analyze_source(BASE)
+    assert analysis.has_pieces(extension=False) and not analysis.fully_applied
+    assert "_fast_bound" not in BASE and "_callspec_fast_bindings" not in BASE
+
+
+def test_leaving_the_extension_out_of_a_tree_that_has_it_is_refused() -> None:
+    with pytest.raises(PatchRefused, match="already carries the fast-path extension"):
+        patch_source(patch_source(LAYER_V4).source, extension=False)
+
+
+PATCHED = patch_source(LAYER_V4).source
+
+
+@pytest.mark.parametrize(
+    ("mutation", "found"),
+    [
+        (lambda s: replace_once(s, BINDINGS, ""), "only module names, CallSpec._fast_bound, branch in Layer.__call__"),
+        (without_fast_bound, "only module names, bindings in Layer.__init__, branch in Layer.__call__"),
+        (lambda s: replace_once(s, EXTENDED_GUARD_END, BASE_GUARD_END), "only module names, bindings in Layer.__init__, CallSpec._fast_bound"),
+    ],
+    ids=["no bindings", "no _fast_bound", "no branch"],
+)
+def test_a_partial_extension_is_drift(mutation: object, found: str) -> None:
+    assert callable(mutation)
+    with pytest.raises(AnchorDrift) as caught:
+        analyze_source(mutation(PATCHED))
+    assert caught.value.anchor == "extension"
+    assert found in str(caught.value)
+
+
+def test_a_different_fast_bound_is_drift() -> None:
+    mutated = replace_once(PATCHED, "        self.first_arg = args[0]\n        eager = True", "        self.first_arg = args[-1]\n        eager = True")
+    with pytest.raises(AnchorDrift, match="a different `_fast_bound`"):
+        analyze_source(mutated)
+
+
+def test_the_extension_without_the_base_is_drift() -> None:
+    start = PATCHED.index("    @classmethod\n    def _fast(cls, plan, first_arg)")
+    end = PATCHED.index("    @classmethod\n    def _fast_bound")
+    with pytest.raises(AnchorDrift, match="the extension without the base"):
+        analyze_source(PATCHED[:start] + PATCHED[end:])

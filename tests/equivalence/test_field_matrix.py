@@ -1,22 +1,50 @@
-"""Field matrix: a catalogue of call signatures, fast constructor vs slow, on the installed Keras."""
+"""Field matrix: a catalogue of call signatures and calls, fast constructors vs slow, on the installed Keras.
+
+First `layer(x)` (the base patch: `CallSpec._fast`, taken when the layer has a plan,
+`_call_spec_fast_plan is not None`); then the extension's shapes, `layer(x1, ..., xn)`
+and `layer(..., training=<bool>)` (`CallSpec._fast_bound`), and the calls that must stay
+on upstream's constructor. `_call_spec_fast_path` is True when either fast path may be
+taken for some call of the layer; set to False it sends every call down the slow path.
+"""
 
 from __future__ import annotations
 
+import inspect
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 import pytest
 
 from tests.equivalence.helpers import (
+    HAS_EXTENSION,
     CallSpec,
+    Recorder,
+    attention_layer,
+    comparable,
+    disable_fast_path,
     layer_from_source,
+    layer_with_signature,
+    parameters_from_source,
     recording,
+    run_twins,
+    same_kwargs,
     slow_spec,
     symbolic,
+    symbolic_call,
     tensor,
+    to_numpy,
     variant,
 )
 from tests.support.equivalence import differences
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def register_nested(cls: type) -> bool:
@@ -124,6 +152,21 @@ def expected_eligible(spec: str, listed: bool) -> bool:
     return VARIANT_ELIGIBILITY.get(variant(), {}).get(spec, listed)
 
 
+#: INELIGIBLE specs (and the ELIGIBLE ones a variant moves there) that the extension
+#: still gives bindings: they have a second positional parameter, so `layer(x, y)` binds
+#: without defaults and the layer's flag is True although `layer(x)` stays slow.
+BINDABLE = {
+    "inputs, other",
+    "inputs, state=TENSOR",
+    "inputs, state=SYMBOLIC",
+    "inputs, pair=(None, None)",
+    "inputs, pair=PAIR",
+    "inputs, odd=LENLESS",
+    "inputs, padding=[]",
+    "inputs, empty=()",
+}
+
+
 @pytest.fixture(params=["eager", "symbolic"])
 def x(request: pytest.FixtureRequest) -> Any:
     return tensor(1.5) if request.param == "eager" else symbolic()
@@ -148,20 +191,27 @@ def test_ineligible(spec: str, x: Any) -> None:
 
 
 def check_eligible(spec: str, x: Any) -> None:
+    """`layer(x)` takes the base fast path (`CallSpec._fast`) and builds the slow path's CallSpec."""
     layer = layer_from_source(spec, defaults())
-    assert layer._call_spec_fast_path is True
+    assert layer._call_spec_fast_plan is not None, f"call(self, {spec}): no plan for layer(x)"
+    assert layer._call_spec_fast_path is True, f"call(self, {spec})"
     slow = slow_spec(layer, (x,), {})
     fast = CallSpec._fast(layer._call_spec_fast_plan, x)
-    assert differences(fast, slow) == []
+    assert differences(fast, slow) == [], f"call(self, {spec}): layer(x)"
     with recording() as recorder:
         layer(x)
-    assert len(recorder.fast) == 1 and recorder.slow == []
-    assert differences(recorder.fast[0], slow) == []
+    assert recorder.paths == ["fast"], f"call(self, {spec}): layer(x) built {recorder.paths}"
+    assert differences(recorder.fast[0], slow) == [], f"call(self, {spec}): layer(x)"
 
 
 def check_ineligible(spec: str, x: Any) -> None:
+    """`layer(x)` has no plan and builds its CallSpec through the slow constructor; the
+    layer's flag is True only when the extension gives it bindings (other call shapes)."""
     layer = layer_from_source(spec, defaults())
-    assert layer._call_spec_fast_path is False
+    assert layer._call_spec_fast_plan is None, f"call(self, {spec}): layer(x) must have no plan"
+    bindable = HAS_EXTENSION and spec in BINDABLE
+    assert (getattr(layer, "_call_spec_fast_bindings", None) is not None) is bindable, f"call(self, {spec})"
+    assert layer._call_spec_fast_path is bindable, f"call(self, {spec})"
     with recording() as recorder:
         try:
             layer(x)
@@ -169,13 +219,14 @@ def check_ineligible(spec: str, x: Any) -> None:
             # The slow path's own error: a required argument, an unclassifiable default, or
             # (3.4-3.6) a nested default holding None that the build step then trips over.
             pass
-    assert recorder.fast == []
-    assert len(recorder.slow) >= 1
+    assert recorder.fast == [] and recorder.bound == [], f"call(self, {spec}): layer(x) built {recorder.paths}"
+    assert len(recorder.slow) >= 1, f"call(self, {spec}): layer(x) built {recorder.paths}"
 
 
 def test_builtin_layers_are_eligible() -> None:
     for layer in (keras.layers.Dense(2), keras.layers.Dropout(0.1), keras.layers.LayerNormalization(),
                   keras.layers.BatchNormalization(), keras.layers.Embedding(5, 2), keras.layers.Activation("relu")):
+        assert layer._call_spec_fast_plan is not None, type(layer).__name__
         assert layer._call_spec_fast_path is True, type(layer).__name__
 
 
@@ -192,3 +243,423 @@ def test_fast_specs_share_nothing_between_calls() -> None:
     reference = slow_spec(layer, (second.first_arg,), {})
     assert differences(second, reference) == []
     assert second.arguments_dict["padding"] is padding
+
+
+# -- the extension: several positional tensors, training=<bool> ------------------------
+
+needs_extension = pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+
+MHA_SPEC = (
+    "query, value, key=None, query_mask=None, value_mask=None, key_mask=None, "
+    "attention_mask=None, return_attention_scores=False, training=None, use_causal_mask=False"
+)
+T, F = {"training": True}, {"training": False}
+
+#: (call signature, positional arguments, kwargs, the path `__call__` must take).
+#: Positional arguments: "t" a tensor (eager, symbolic or either, by mode), "N" None,
+#: "L" a list of two tensors. Paths: "bound" (CallSpec._fast_bound), "fast"
+#: (CallSpec._fast, `layer(x)`), "slow" (upstream's constructor, or an error before it).
+BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
+    # call() takes `training`: positional-or-keyword with a default, keyword-only,
+    # required, before or after other defaulted parameters
+    ("inputs, training=None", "t", T, "bound"),
+    ("inputs, training=None", "t", F, "bound"),
+    ("inputs, training=False, mask=None", "t", T, "bound"),
+    ("inputs, mask=None, training=None", "t", F, "bound"),
+    ("inputs, mask=None, training=None", "tt", T, "bound"),
+    ("inputs, *, training=None", "t", T, "bound"),
+    ("inputs, *, training", "t", F, "bound"),
+    ("inputs, *, training", "t", {}, "slow"),  # missing the required training: the slow path's TypeError
+    ("inputs, training", "t", T, "bound"),
+    ("inputs, training", "t", {}, "slow"),
+    ("inputs, scale=1.0, *, flag=False, training=None", "t", T, "bound"),
+    ("inputs, /, training=None", "t", T, "bound"),
+    ("a, b, /, training=None", "tt", F, "bound"),
+    ("a, b, training=None", "tt", {}, "bound"),
+    ("a, b, training=None", "tt", T, "bound"),
+    ("a, b, training=None", "t", T, "slow"),  # b is required
+    ("a, b=None, c=None, training=False", "t", T, "bound"),
+    ("a, b=None, c=None, training=False", "tt", {}, "bound"),
+    ("a, b=None, c=None, training=False", "ttt", F, "bound"),
+    ("a, b, c, *, training=None, flag=(3, 3)", "ttt", T, "bound"),
+    ("inputs, state=TENSOR, training=None", "tt", T, "bound"),
+    ("inputs, state=TENSOR, training=None", "t", T, "slow"),  # the tensor default is bound, not plain
+    (MHA_SPEC, "tt", {}, "bound"),
+    (MHA_SPEC, "tt", T, "bound"),
+    (MHA_SPEC, "ttt", F, "bound"),
+    (MHA_SPEC, "t", {}, "slow"),  # value is required
+    # call() does not take `training`: it is popped (V4: kept in user_arguments_dict)
+    ("inputs", "t", T, "bound"),
+    ("inputs", "t", F, "bound"),
+    ("inputs, mask=None", "t", T, "bound"),
+    ("a, b", "tt", {}, "bound"),
+    ("a, b", "tt", T, "bound"),
+    ("a, b=None", "tt", F, "bound"),
+    ("inputs, other", "tt", {}, "bound"),
+    ("inputs, other", "t", {}, "slow"),
+    ("inputs, state=TENSOR", "tt", {}, "bound"),
+    ("inputs, state=TENSOR", "t", T, "slow"),
+    ("inputs, odd=LENLESS", "tt", T, "bound"),
+    # must stay slow
+    ("a, b=None, training=None", "tt", {"training": None}, "slow"),
+    ("a, b=None, training=None", "tt", {"training": np.bool_(True)}, "slow"),
+    ("a, b=None, training=None", "t", {"training": 1}, "slow"),
+    ("inputs", "t", {"training": None}, "slow"),
+    ("inputs", "t", {"training": np.bool_(False)}, "slow"),
+    ("a, b=None, training=None, mask=None", "tt", {"training": True, "mask": None}, "slow"),
+    ("a, b=None, training=None, mask=None", "t", {"mask": None}, "slow"),
+    ("a, b=None, training=None", "t", {"b": None}, "slow"),
+    ("a, b=None, training=None", "tN", {}, "slow"),
+    ("a, b=None, training=None", "tN", T, "slow"),
+    ("a, b=None, training=None", "L", {}, "slow"),
+    ("a, b=None, training=None", "tL", T, "slow"),
+    ("a, b=None, training=None", "ttt", {}, "slow"),  # too many positionals: TypeError
+    ("inputs", "tt", T, "slow"),
+    ("inputs, training=None", "tt", {}, "slow"),  # the second positional binds to training
+    ("inputs, training=None, mask=None", "tt", {}, "slow"),
+    ("inputs, training=None, /", "t", T, "slow"),  # positional-only training: no bindings
+    ("inputs, training=None, /", "tt", {}, "slow"),
+    ("inputs, *args, training=None", "tt", T, "slow"),
+    ("inputs, training=None, **kwargs", "t", T, "slow"),
+    ("*args", "tt", {}, "slow"),
+]
+
+
+def call_id(case: tuple[str, str, dict[str, Any], str]) -> str:
+    spec, kinds, kwargs, expected = case
+    return f"{expected}: call(self, {spec}) <- ({kinds}, {kwargs})"
+
+
+def positional(kinds: str, mode: str) -> tuple[Any, ...]:
+    """The positional arguments `kinds` stands for; in "mixed" mode tensors alternate
+    eager (first) and symbolic."""
+
+    def one(i: int) -> Any:
+        if mode == "eager" or (mode == "mixed" and i % 2 == 0):
+            return tensor(1.0 + i)
+        return keras.Input((3,))
+
+    args: list[Any] = []
+    for i, kind in enumerate(kinds):
+        if kind == "t":
+            args.append(one(i))
+        elif kind == "N":
+            args.append(None)
+        else:
+            args.append([one(i), one(i + 1)])
+    return tuple(args)
+
+
+def expected_fields(spec: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What `CallSpec._fast_bound` must build for `layer(*args, **kwargs)`, spelled out from
+    the signature alone (KERAS_FACTS.md): the keys of the dicts, in order, and the kwargs
+    left behind."""
+    names = [p.name for p in parameters_from_source(spec, defaults())]
+    bound = names[: len(args)]
+    user = list(bound)
+    left: dict[str, Any] = {}
+    if "training" in kwargs:
+        if "training" in names:
+            user.append("training")
+            left = dict(kwargs)
+        elif variant() == "V4":
+            user.insert(0, "training")  # popped, kept first
+    return {
+        "user_arguments_dict": user,
+        "arguments_dict": names,
+        "argument_names": names,
+        "tensor_arguments_dict": bound,
+        "tensor_arguments_names": bound,
+        "nested_tensor_argument_names": [],
+        "kwargs_after": left,
+    }
+
+
+def check_bound_call(
+    spec: str, args: tuple[Any, ...], kwargs: dict[str, Any], expected: str,
+    prepare: Callable[[Any], None] | None = None,
+) -> None:
+    describe = f"call(self, {spec}) <- layer(*{[type(a).__name__ for a in args]}, **{kwargs!r})"
+    parameters = parameters_from_source(spec, defaults())
+    layer = layer_with_signature(parameters)
+    if prepare is not None:
+        prepare(layer)
+    assert layer._call_spec_fast_path is (
+        layer._call_spec_fast_plan is not None or layer._call_spec_fast_bindings is not None
+    ), describe
+    if expected == "bound":
+        # The fast constructor, directly, against the slow one, each handed its own kwargs copy.
+        fast_kwargs, slow_kwargs = dict(kwargs), dict(kwargs)
+        fast = CallSpec._fast_bound(layer._call_spec_fast_bindings, args, fast_kwargs)
+        slow = slow_spec(layer, args, slow_kwargs)
+        assert differences(fast, slow) == [], describe
+        assert same_kwargs(fast_kwargs, slow_kwargs), (describe, fast_kwargs, slow_kwargs)
+        # ... and against what the signature alone says it must be.
+        want = expected_fields(spec, args, kwargs)
+        for name in ("user_arguments_dict", "arguments_dict", "tensor_arguments_dict"):
+            assert list(getattr(fast, name)) == want[name], (describe, name, list(getattr(fast, name)))
+        for name in ("argument_names", "tensor_arguments_names", "nested_tensor_argument_names"):
+            assert getattr(fast, name) == want[name], (describe, name, getattr(fast, name))
+        assert fast_kwargs == want["kwargs_after"], (describe, fast_kwargs)
+        assert fast.first_arg is args[0], describe
+        assert fast.eager is not any(isinstance(a, keras.KerasTensor) for a in args), describe
+        for key in want["tensor_arguments_dict"]:
+            assert fast.user_arguments_dict[key] is fast.arguments_dict[key] is fast.tensor_arguments_dict[key], describe
+        if "training" in kwargs and "training" in want["user_arguments_dict"]:
+            assert fast.user_arguments_dict["training"] is kwargs["training"], describe
+    # End to end: the layer as built vs its kill-switched twin.
+    twins = run_twins(parameters, args, kwargs, prepare)
+    assert twins.differences(describe, values=not symbolic_call(args, kwargs)) == []
+    if expected == "slow":
+        assert "fast" not in twins.fast.paths and "bound" not in twins.fast.paths, (describe, twins.fast.paths)
+    else:
+        assert twins.fast.paths[:1] == [expected], (describe, twins.fast.paths)
+        assert twins.on[0] == "ok", (describe, twins.on)
+
+
+def bound_cases(modes: tuple[str, ...]) -> list[Any]:
+    cases = []
+    for case in BOUND_CALLS:
+        tensors = sum(kind in "tL" for kind in case[1])
+        for mode in modes:
+            if mode == "mixed" and tensors < 2:
+                continue
+            cases.append(pytest.param(*case, mode, id=f"{mode}-{call_id(case)}"))
+    return cases
+
+
+@needs_extension
+@pytest.mark.parametrize(("spec", "kinds", "kwargs", "expected", "mode"), bound_cases(("eager", "symbolic", "mixed")))
+def test_bound_calls(spec: str, kinds: str, kwargs: dict[str, Any], expected: str, mode: str) -> None:
+    if "LENLESS" in spec and not LENLESS_IS_NESTED:
+        pytest.skip("this Keras's tree (dm-tree) has no registry")
+    check_bound_call(spec, positional(kinds, mode), kwargs, expected)
+
+
+class Wrapper(keras.layers.Layer):
+    """A layer whose own call() does not take `training`; it calls `inner(x)`."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(name="wrapper")
+        self.inner = inner
+
+    def call(self, inputs: Any, other: Any = None) -> Any:
+        return self.inner(inputs)
+
+
+@needs_extension
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("kinds", ["t", "tt"])
+def test_training_popped_from_a_layer_reaches_its_sublayers_as_upstream(kinds: str, training: bool) -> None:
+    """`wrapper(x, training=b)` on a layer whose call() lacks `training`: V4 keeps the
+    popped value in user_arguments_dict, so the call context hands it to the inner
+    layer; V1-V3 drop it, so the inner layer gets no training at all."""
+    args = positional(kinds, "eager")
+    seen = {}
+    for fast in (True, False):
+        box: list[Recorder | None] = [None]
+        inner = layer_from_source("inputs, training=None", recorder_box=box)
+        wrapper = Wrapper(inner)
+        if not fast:
+            disable_fast_path(wrapper)
+        wrapper(*args)  # build (a first call may also trace call() to build the inner layer)
+        with recording() as recorder:
+            box[0] = recorder
+            wrapper(*args, training=training)
+        seen[fast] = (recorder.paths, [(len(a), sorted(k)) for a, k in recorder.received],
+                      [k.get("training") for _, k in recorder.received])
+    describe = f"Wrapper.call(self, inputs, other=None) <- wrapper({kinds}, training={training})"
+    assert seen[True][0] == ["bound", "fast"], (describe, seen[True][0])
+    assert seen[False][0] == ["slow", "slow"], (describe, seen[False][0])
+    assert seen[True][1:] == seen[False][1:], (describe, seen)
+    expected = [training] if variant() == "V4" else [None]
+    assert seen[True][2] == expected, (describe, seen[True][2])
+
+
+needs_context_args = pytest.mark.skipif(
+    not hasattr(keras.layers.Layer, "_register_call_context_args"), reason="call-context args are Keras 3.10+ (V4)"
+)
+
+
+def without_training_context(layer: Any) -> None:
+    layer._call_context_args = {"foo_mode"}
+
+
+def foo_mode_context(layer: Any) -> None:
+    layer._register_call_context_args("foo_mode")
+
+
+@needs_extension
+@needs_context_args
+@pytest.mark.parametrize(
+    ("spec", "kinds", "kwargs", "prepare", "expected"),
+    [
+        # training is no longer a call-context arg and call() lacks it: binding raises upstream,
+        # so the fast path must not be taken (and must not hide the error)
+        ("inputs", "t", T, without_training_context, "slow"),
+        ("a, b", "tt", F, without_training_context, "slow"),
+        # ... call() takes it: an ordinary argument
+        ("inputs, training=None", "t", T, without_training_context, "bound"),
+        # another registered context arg: training still popped and kept
+        ("inputs, foo_mode=False", "t", T, foo_mode_context, "bound"),
+        ("inputs", "tt", {}, foo_mode_context, "slow"),
+        ("a, b=None", "tt", T, foo_mode_context, "bound"),
+        ("inputs, foo_mode=False", "t", {"foo_mode": True}, foo_mode_context, "slow"),
+        ("inputs", "t", {"foo_mode": True}, foo_mode_context, "slow"),
+    ],
+    ids=lambda v: v.__name__ if callable(v) else None,
+)
+def test_call_context_args(
+    spec: str, kinds: str, kwargs: dict[str, Any], prepare: Callable[[Any], None], expected: str
+) -> None:
+    args = positional(kinds, "eager")
+    check_bound_call(spec, args, kwargs, expected, prepare)
+    if prepare is without_training_context and "training" not in spec:
+        twins = run_twins(parameters_from_source(spec), args, kwargs, prepare)
+        assert twins.on[0] == "error" and twins.on[1][0] is TypeError, (spec, twins.on)
+
+
+@needs_extension
+def test_call_signature_replaced_after_init_takes_the_slow_path() -> None:
+    def replace(layer: Any) -> None:
+        layer._call_signature = inspect.signature(lambda a, b, training=None, scale=2.0: None)
+
+    x, y = tensor(1.0), tensor(2.0)
+    for kwargs in ({}, T):
+        twins = run_twins(parameters_from_source("a, b, training=None"), (x, y), kwargs, replace)
+        assert twins.differences(f"replaced signature <- layer(x, y, **{kwargs})") == []
+        assert twins.fast.paths == ["slow"], (kwargs, twins.fast.paths)
+        assert twins.fast.slow[0].argument_names == ["a", "b", "training", "scale"], kwargs
+
+
+@needs_extension
+def test_per_layer_kill_switch_covers_every_call_shape() -> None:
+    parameters = parameters_from_source("a, b=None, training=None")
+    x, y = tensor(1.0), tensor(2.0)
+    for args, kwargs in (((x,), {}), ((x, y), {}), ((x,), T), ((x, y), F)):
+        describe = f"call(self, a, b=None, training=None) <- layer({len(args)} tensors, **{kwargs})"
+        on = layer_with_signature(parameters)
+        off = layer_with_signature(parameters)
+        off._call_spec_fast_path = False
+        with recording() as recorder:
+            expected = on(*args, **dict(kwargs))
+        assert recorder.paths == (["fast"] if len(args) == 1 and not kwargs else ["bound"]), describe
+        with recording() as recorder:
+            result = off(*args, **dict(kwargs))
+        assert recorder.paths == ["slow"], describe
+        assert to_numpy(result).tolist() == to_numpy(expected).tolist(), describe
+
+
+KILL_SWITCH_SCRIPT = """
+import json
+from tests.equivalence.helpers import layer_from_source, recording, tensor
+report = {}
+for spec, args, kwargs in [("inputs", 1, {}), ("inputs", 1, {"training": True}),
+                           ("a, b, training=None", 2, {}), ("a, b, training=None", 2, {"training": False})]:
+    layer = layer_from_source(spec)
+    with recording() as recorder:
+        layer(*[tensor(float(i)) for i in range(args)], **kwargs)
+    report[f"{spec} <- {args}, {kwargs}"] = [layer._call_spec_fast_path, layer._call_spec_fast_plan is None,
+        getattr(layer, "_call_spec_fast_bindings", None) is None, recorder.paths]
+print(json.dumps(report))
+"""
+
+
+def test_environment_kill_switch_covers_every_call_shape() -> None:
+    env = {**os.environ, "KERAS_CALLSPEC_FAST_PATH": "0", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", KILL_SWITCH_SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(report) == 4
+    for call, state in report.items():
+        assert state == [False, True, True, ["slow"]], (call, state)
+
+
+@needs_extension
+def test_fast_bound_specs_share_nothing_between_calls() -> None:
+    padding: list[int] = [0]
+    layer = layer_from_source("a, b=None, padding=PAD, training=None", {"PAD": padding})
+    bindings = layer._call_spec_fast_bindings
+    x, y = tensor(1.0), tensor(2.0)
+    first = CallSpec._fast_bound(bindings, (x, y), {"training": True})
+    first.argument_names.append("junk")
+    first.arguments_dict["padding"] = None
+    first.user_arguments_dict["extra"] = 1
+    first.tensor_arguments_dict.clear()
+    first.tensor_arguments_names.append("junk")
+    first.nested_tensor_argument_names.append("junk")
+    second = CallSpec._fast_bound(bindings, (x, y), {"training": True})
+    for name in ("user_arguments_dict", "arguments_dict", "argument_names", "tensor_arguments_dict",
+                 "tensor_arguments_names", "nested_tensor_argument_names"):
+        assert getattr(first, name) is not getattr(second, name), name
+    assert differences(second, slow_spec(layer, (x, y), {"training": True})) == []
+    assert second.arguments_dict["padding"] is padding
+    third = CallSpec._fast_bound(bindings, (x,), {})
+    assert list(third.arguments_dict) == ["a", "b", "padding", "training"]
+    assert third.arguments_dict["b"] is None and third.arguments_dict["training"] is None
+
+
+# -- built-in layers through the extension ----------------------------------------------
+
+
+def built_twins(make: Callable[[], Any], *args: Any) -> tuple[Any, Any]:
+    """Two identically built layers with the same weights; the second kill-switched."""
+    layers = []
+    for _ in range(2):
+        keras.utils.set_random_seed(5)
+        layer = make()
+        layer(*args)  # build
+        layers.append(layer)
+    layers[1].set_weights(layers[0].get_weights())
+    disable_fast_path(layers[1])
+    return layers[0], layers[1]
+
+
+BUILTIN_CALLS = {
+    "MultiHeadAttention(q, v)": (lambda: attention_layer(dropout=0.5), "tt", {}),
+    "MultiHeadAttention(q, v, training=True)": (lambda: attention_layer(dropout=0.5), "tt", T),
+    "MultiHeadAttention(q, v, training=False)": (lambda: attention_layer(dropout=0.5), "tt", F),
+    "MultiHeadAttention(q, v, k, training=True)": (lambda: attention_layer(), "ttt", T),
+    "Dropout(x, training=True)": (lambda: keras.layers.Dropout(0.5, seed=3), "t", T),
+    "BatchNormalization(x, training=True)": (lambda: keras.layers.BatchNormalization(), "t", T),
+    "BatchNormalization(x, training=False)": (lambda: keras.layers.BatchNormalization(), "t", F),
+    "Dense(x, training=True)": (lambda: keras.layers.Dense(2), "t", T),
+    "LayerNormalization(x, training=False)": (lambda: keras.layers.LayerNormalization(), "t", F),
+}
+
+
+@needs_extension
+@pytest.mark.parametrize("mode", ["eager", "symbolic"])
+@pytest.mark.parametrize("name", list(BUILTIN_CALLS))
+def test_builtin_layers_bound_calls(name: str, mode: str) -> None:
+    make, kinds, kwargs = BUILTIN_CALLS[name]
+    args = tuple(tensor(1.0 + i, (2, 4, 3)) if mode == "eager" else keras.Input((4, 3)) for i in range(len(kinds)))
+    fast_layer, slow_layer = built_twins(make, *(tensor(1.0, (2, 4, 3)) for _ in kinds))
+    keras.utils.set_random_seed(9)
+    with recording() as on:
+        fast_out = fast_layer(*args, **dict(kwargs))
+    keras.utils.set_random_seed(9)
+    with recording() as off:
+        slow_out = slow_layer(*args, **dict(kwargs))
+    assert on.paths[0] == "bound", (name, on.paths)
+    assert set(off.paths) == {"slow"}, (name, off.paths)
+    assert differences(on.specs[0], off.specs[0]) == [], name
+    assert same_kwargs(on.built[0].kwargs_after, off.built[0].kwargs_after), name
+    values = mode == "eager"
+    assert comparable(fast_out, values) == comparable(slow_out, values), name
+    if values:
+        # The layer's state after the call (BatchNormalization's moving statistics, seed states).
+        for a, b in zip(fast_layer.get_weights(), slow_layer.get_weights(), strict=True):
+            assert np.array_equal(a, b), name
+
+
+def test_multi_head_attention_bindings() -> None:
+    mha = keras.layers.MultiHeadAttention(2, 4)
+    assert mha._call_spec_fast_plan is None  # `value` is required: mha(q) is not a fast call
+    if HAS_EXTENSION:
+        bindings = mha._call_spec_fast_bindings
+        assert mha._call_spec_fast_path is True
+        assert {2, 3} <= bindings.arities and 1 not in bindings.arities
+        assert bindings.accepts_training is True
+    else:
+        assert mha._call_spec_fast_path is False

@@ -9,7 +9,17 @@ import keras
 import numpy as np
 import pytest
 
-from tests.equivalence.helpers import disable_fast_path, get_mask, recording, to_numpy
+from tests.equivalence.helpers import (
+    HAS_EXTENSION,
+    Built,
+    attention_layer,
+    comparable,
+    disable_fast_path,
+    get_mask,
+    recording,
+    spec_values,
+    to_numpy,
+)
 
 VOCAB, SEQ, BATCH = 20, 6, 8
 TRAINABLE = keras.backend.backend() != "numpy"  # the numpy backend has no fit()
@@ -59,7 +69,21 @@ class Subclassed(keras.Model):
         return self.head(self.batch_norm(x))
 
 
-MODELS: dict[str, Callable[[], keras.Model]] = {"sequential": sequential, "functional": functional, "subclassed": Subclassed}
+def attention() -> keras.Model:
+    """Embedding, MultiHeadAttention(q, v), Dropout, LayerNormalization, Dense: inside a
+    Functional model every layer is called with `training=<bool>` when the model is, and
+    the attention layer with two positional tensors."""
+    tokens = keras.Input((SEQ,), dtype="int32")
+    x = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(tokens)
+    attended = attention_layer(dropout=0.1)(x, x)
+    x = keras.layers.Dropout(0.2, seed=7)(attended)
+    x = keras.layers.LayerNormalization()(x)
+    return keras.Model(tokens, keras.layers.Dense(3)(x))
+
+
+MODELS: dict[str, Callable[[], keras.Model]] = {
+    "sequential": sequential, "functional": functional, "subclassed": Subclassed, "attention": attention,
+}
 
 
 def data() -> tuple[np.ndarray, np.ndarray]:
@@ -102,11 +126,15 @@ def test_forward_and_masks(name: str) -> None:
         keras.utils.set_random_seed(99)
         with recording() as off:
             slow_out = slow_model(tokens, **kwargs)
-        assert not off.fast, "the slow model must not use the fast path"
-        # Sequential and Functional pass `training`/`mask` to their layers (slow
-        # path by design); the subclassed model calls its layers as layer(x).
-        assert on.fast or name != "subclassed"
+        assert not off.fast and not off.bound, "the slow model must not use a fast path"
+        # Every model calls some of its layers as layer(x) (base fast path); with the
+        # extension, Sequential and Functional pass `training=<bool>` (bound path).
+        assert on.fast or on.bound, (name, kwargs, on.paths)
+        if HAS_EXTENSION and kwargs and name != "subclassed":
+            assert on.bound, (name, kwargs, on.paths)
         assert len(on.specs) == len(off.specs)
+        for a, b in zip(on.built, off.built, strict=True):
+            assert spec_values(a.spec) == spec_values(b.spec), (name, kwargs, type(a.layer).__name__, a.path)
         assert same_arrays(fast_out, slow_out), kwargs
         fast_mask = get_mask(fast_out)
         slow_mask = get_mask(slow_out)
@@ -116,7 +144,7 @@ def test_forward_and_masks(name: str) -> None:
 
 
 @pytest.mark.skipif(not TRAINABLE, reason="the numpy backend does not implement fit()")
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", [name for name in MODELS if name != "attention"])  # see test_attention_model_train_on_batch
 def test_two_fit_steps(name: str) -> None:
     fast_model, slow_model = twins(name)
     tokens, targets = data()
@@ -128,3 +156,92 @@ def test_two_fit_steps(name: str) -> None:
     for fast_weight, slow_weight in zip(fast_model.get_weights(), slow_model.get_weights(), strict=True):
         assert same_arrays(fast_weight, slow_weight)
     assert same_arrays(fast_model(tokens), slow_model(tokens))
+
+
+# -- the extension: multi-input layers and training=<bool> inside a model ---------------
+
+
+
+
+def slow_by_design(built: Built, model: keras.Model) -> bool:
+    """A slow CallSpec the fast paths are not meant to replace: the model's own (its
+    call() takes `**kwargs` from Keras 3.10; before, it is handed a numpy array the model
+    does not convert), a call with another keyword than `training` (MultiHeadAttention
+    calls its Softmax with `mask=`; Functional models before 3.10 pass masks), or a
+    `training` that is not a bool (MultiHeadAttention hands its Dropout `training=None`
+    when it is not given one)."""
+    if built.layer is model:
+        return True
+    if set(built.kwargs_before) - {"training"}:
+        return True
+    return "training" in built.kwargs_before and type(built.kwargs_before["training"]) is not bool
+
+
+def fast_model_trace(recorder: Any, model: keras.Model) -> list[str]:
+    """The slow CallSpecs of `model`'s sublayers that a fast path should have replaced."""
+    return [f"{type(b.layer).__name__}({sorted(b.kwargs_before)})" for b in recorder.built
+            if b.path == "slow" and not slow_by_design(b, model)]
+
+
+@pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+@pytest.mark.parametrize("training", [None, False, True])
+def test_attention_model_forward_uses_the_bound_path(training: Any) -> None:
+    fast_model, slow_model = twins("attention")
+    tokens, _ = data()
+    kwargs = {} if training is None else {"training": training}
+    keras.utils.set_random_seed(99)
+    with recording() as on:
+        fast_out = fast_model(tokens, **kwargs)
+    keras.utils.set_random_seed(99)
+    with recording() as off:
+        slow_out = slow_model(tokens, **kwargs)
+    assert set(off.paths) == {"slow"}
+    assert same_arrays(fast_out, slow_out), kwargs
+    assert same_arrays(get_mask(fast_out), get_mask(slow_out)) if get_mask(fast_out) is not None else get_mask(slow_out) is None
+    assert len(on.built) == len(off.built), (on.paths, off.paths)
+    # Every sublayer call that is n tensors with no kwargs or training=<bool> is fast ...
+    assert fast_model_trace(on, fast_model) == [], kwargs
+    # ... the attention layer's mha(x, x) [, training=<bool>] among them (unless the model
+    # passes it masks, as Functional models do before Keras 3.10).
+    mha = next(b for b in on.built if isinstance(b.layer, keras.layers.MultiHeadAttention))
+    assert mha.path == "bound" or set(mha.kwargs_before) - {"training"}, (mha.path, mha.kwargs_before)
+    if training is not None:
+        # Models hand every sublayer training=<bool>.
+        assert on.bound, on.paths
+    # Layer by layer, the same CallSpecs (as values: each model holds its own tensors).
+    for a, b in zip(on.built, off.built, strict=True):
+        assert type(a.layer) is type(b.layer), (a.layer, b.layer)
+        assert spec_values(a.spec) == spec_values(b.spec), (type(a.layer).__name__, a.path, a.keywords)
+        assert comparable(a.kwargs_after) == comparable(b.kwargs_after), (type(a.layer).__name__, a.path, a.keywords)
+
+
+@pytest.mark.skipif(not TRAINABLE, reason="the numpy backend does not implement training")
+@pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+def test_attention_model_train_on_batch() -> None:
+    fast_model, slow_model = twins("attention")
+    tokens, targets = data()
+    for model in (fast_model, slow_model):
+        model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    for step in range(3):
+        keras.utils.set_random_seed(100 + step)
+        with recording() as on:
+            fast_loss = fast_model.train_on_batch(tokens, targets)
+        keras.utils.set_random_seed(100 + step)
+        with recording() as off:
+            slow_loss = slow_model.train_on_batch(tokens, targets)
+        assert not off.fast and not off.bound
+        assert fast_loss == slow_loss, (step, fast_loss, slow_loss)  # tolerance 0
+        # jax and tensorflow trace the step once; torch runs it eagerly every time.
+        if on.built:
+            assert on.bound, (step, on.paths)
+            assert fast_model_trace(on, fast_model) == [], step
+            # At most one slow CallSpec per forward pass is the model's own; the others are
+            # the attention layer's Softmax(scores, mask=...), slow by design.
+            passes = max(1, sum(isinstance(b.layer, keras.layers.Embedding) for b in on.built))
+            model_specs = [b for b in on.built if b.layer is fast_model]
+            assert len(model_specs) <= passes, on.paths
+            others = [b for b in on.built if b.path == "slow" and b.layer is not fast_model]
+            assert all(isinstance(b.layer, keras.layers.Softmax) or set(b.kwargs_before) - {"training"}
+                       for b in others), [(type(b.layer).__name__, sorted(b.kwargs_before)) for b in others]
+    for fast_weight, slow_weight in zip(fast_model.get_weights(), slow_model.get_weights(), strict=True):
+        assert same_arrays(fast_weight, slow_weight)

@@ -1,6 +1,8 @@
 """Property-based equivalence on the installed Keras: generated signatures and calls,
 fast path on vs off, compared on CallSpecs, outputs, exceptions, and the training and
-mask values that reach a nested layer."""
+mask values that reach a nested layer; and, for the calls the extension is about
+(several positional tensors, `training=<bool>`), which path `__call__` takes, decided
+here from the signature alone."""
 
 from __future__ import annotations
 
@@ -9,22 +11,25 @@ from typing import Any
 
 import keras
 import numpy as np
-from hypothesis import given
+from hypothesis import HealthCheck, Phase, event, find, given, settings
 from hypothesis import strategies as st
 
 from tests.equivalence.helpers import (
+    HAS_EXTENSION,
     P,
     Recorder,
     catch,
-    flatten,
+    comparable,
     layer_with_signature,
     recording,
+    run_twins,
     set_mask,
+    slow_spec,
     symbolic,
+    symbolic_call,
     tensor,
-    to_numpy,
+    variant,
 )
-from tests.support.equivalence import differences
 
 NAMES = ["inputs", "x", "training", "mask", "x_mask", "scale", "other", "flag"]
 KINDS = st.sampled_from([P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL, P.KEYWORD_ONLY, P.VAR_KEYWORD])
@@ -67,58 +72,18 @@ def calls(draw: st.DrawFn) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, kwargs
 
 
-def comparable(value: Any, values: bool = True) -> Any:
-    """Outputs and received arguments, as values (tensors become lists).
-
-    With `values=False` (a symbolic call, where `call` runs on placeholder
-    tensors whose contents are arbitrary) tensors compare by shape and dtype.
-    """
-    if isinstance(value, keras.KerasTensor):
-        return ("KerasTensor", tuple(value.shape), value.dtype)
-    if keras.ops.is_tensor(value) and not values:
-        return ("tensor", tuple(value.shape), str(value.dtype))
-    if keras.ops.is_tensor(value):
-        try:
-            return ("tensor", to_numpy(value).tolist())
-        except Exception:  # noqa: BLE001 - a tensor with no data (torch "meta", a tracer)
-            return ("tensor without data", tuple(value.shape), str(value.dtype))
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, [comparable(v, values) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(k, comparable(v, values)) for k, v in value.items()])
-    return value
-
-
-def symbolic_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return any(isinstance(v, keras.KerasTensor) for v in flatten((args, kwargs)))
-
-
-def run(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], fast: bool) -> tuple[Any, Recorder]:
-    box: list[Recorder | None] = [None]
-    layer = layer_with_signature(parameters, box)
-    if not fast:
-        layer._call_spec_fast_path = False
-    with recording() as recorder:
-        box[0] = recorder
-        result = catch(lambda: layer(*args, **dict(kwargs)))
-    return result, recorder
+def signature_text(parameters: list[P]) -> str:
+    return str(inspect.Signature(parameters))
 
 
 @given(parameters=signatures(), call=calls())
 def test_generated_signatures_and_calls(parameters: list[P], call: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
     args, kwargs = call
-    (status_on, value_on), on = run(parameters, args, kwargs, fast=True)
-    (status_off, value_off), off = run(parameters, args, kwargs, fast=False)
-    assert off.fast == []
-    assert status_on == status_off, (value_on, value_off)
-    if status_on == "error":
-        assert value_on == value_off
-        return
-    values = not symbolic_call(args, kwargs)
-    assert comparable(value_on, values) == comparable(value_off, values)
-    assert len(on.specs) == len(off.specs) >= 1
-    assert differences(on.specs[0], off.specs[0]) == []
-    assert [comparable(r, values) for r in on.received] == [comparable(r, values) for r in off.received]
+    twins = run_twins(parameters, args, kwargs)
+    describe = f"call{signature_text(parameters)} <- layer(*{args!r}, **{kwargs!r})"
+    assert twins.differences(describe, values=not symbolic_call(args, kwargs)) == []
+    if twins.on[0] == "ok":
+        assert len(twins.fast.built) >= 1, describe
 
 
 class Outer(keras.layers.Layer):
@@ -157,8 +122,207 @@ def test_training_and_mask_reach_nested_layers_alike(parameters: list[P], traini
 
 
 def test_signature_strategy_reaches_both_paths() -> None:
-    # Guards the properties above against a generator that never makes an eligible layer.
+    # Guards the properties above against a generator that never makes a layer with a
+    # plan for layer(x), or never one without.
     eligible = layer_with_signature([P("inputs", P.POSITIONAL_OR_KEYWORD), P("training", P.POSITIONAL_OR_KEYWORD, default=None)])
     ineligible = layer_with_signature([P("inputs", P.VAR_POSITIONAL)])
-    assert eligible._call_spec_fast_path and not ineligible._call_spec_fast_path
+    assert eligible._call_spec_fast_plan is not None and eligible._call_spec_fast_path
+    assert ineligible._call_spec_fast_plan is None and not ineligible._call_spec_fast_path
     assert inspect.signature(eligible.call).parameters.keys() == {"inputs", "training"}
+    for wanted in (True, False):
+        find(signatures(), lambda parameters, wanted=wanted: (layer_with_signature(parameters)._call_spec_fast_plan is not None) is wanted,
+             settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))
+
+
+# -- the extension: several positional tensors and training=<bool> --------------------
+
+POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
+#: Defaults of defaulted parameters: plain ones and, fewer, tensor-like ones.
+PLAIN_OR_NOT = [None, None, None, 0, 1.5, (3, 3), [], (), (None, None), "same", tensor(7.0), (tensor(8.0), None)]
+T1, T2, T3, SYM = tensor(1.0), tensor(2.0), tensor(3.0), symbolic()
+TENSORS = [T1, T2, T3]
+#: Positional arguments that are not one tensor each (they keep the slow path).
+SPOILERS = [None, [T1, T2]]
+ODD_KWARGS = [{"training": None}, {"training": np.True_}, {"training": 1}, {"training": True, "flag": 1}, {"mask": None}]
+
+
+@st.composite
+def bound_signatures(draw: st.DrawFn) -> list[P]:
+    """Signatures with up to 4 positional parameters (the first ones required), a
+    `training` of any kind, at any place, with or without a default, keyword-only
+    parameters, and sometimes `*args` or `**kwargs`."""
+    count = draw(st.sampled_from([0, 1, 1, 2, 2, 2, 3, 3, 4]))
+    required = draw(st.integers(0, count))
+    positional = []
+    for i, name in enumerate("abcd"[:count]):
+        kind = draw(st.sampled_from([P.POSITIONAL_OR_KEYWORD] * 3 + [P.POSITIONAL_ONLY]))
+        default = P.empty if i < required else draw(st.sampled_from(PLAIN_OR_NOT))
+        positional.append(P(name, kind, default=default))
+    keyword = [P(name, P.KEYWORD_ONLY, default=draw(st.sampled_from([P.empty, *PLAIN_OR_NOT])))
+               for name in draw(st.lists(st.sampled_from(["flag", "mask", "scale"]), max_size=2, unique=True))]
+    training_kind = draw(st.sampled_from([None, None, P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY,
+                                          P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY, P.POSITIONAL_OR_KEYWORD]))
+    if training_kind is not None:
+        training = P("training", training_kind, default=draw(st.sampled_from([None, None, False, True, P.empty])))
+        if training_kind is P.KEYWORD_ONLY:
+            keyword.insert(draw(st.integers(0, len(keyword))), training)
+        else:
+            last = draw(st.booleans())  # mostly after the other positional parameters
+            positional.insert(len(positional) if last else draw(st.integers(0, len(positional))), training)
+    # Positional-only first; no required positional parameter after a defaulted one.
+    positional.sort(key=lambda p: p.kind)
+    seen_default = False
+    for i, parameter in enumerate(positional):
+        if parameter.default is P.empty and seen_default:
+            positional[i] = parameter.replace(default=None)
+        seen_default |= positional[i].default is not P.empty
+    var = draw(st.sampled_from([None] * 14 + ["args", "kwargs"]))
+    middle = [P("args", P.VAR_POSITIONAL)] if var == "args" else []
+    tail = [P("kwargs", P.VAR_KEYWORD)] if var == "kwargs" else []
+    return positional + middle + keyword + tail
+
+
+@st.composite
+def bound_calls(draw: st.DrawFn, parameters: list[P]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
+    """A call of a layer whose call() has `parameters`: mostly n tensors for the
+    leading positional parameters, no kwargs or `training=<bool>`, sometimes a
+    KerasTensor among the tensors (a symbolic call, still fast); else any n from 0 to 4,
+    a None or a nested list, odd kwargs. And whether `training` stays a call-context
+    argument (V4)."""
+    leading = required = 0
+    for parameter in parameters:
+        if parameter.kind not in POSITIONAL or parameter.name == "training":
+            break
+        leading += 1
+        required += parameter.default is P.empty
+    if leading and draw(st.sampled_from([True] * 5 + [False])):
+        count = draw(st.integers(max(1, required), leading))
+    else:
+        count = draw(st.sampled_from([1, 2, 3, 0, 4]))
+    args = [draw(st.sampled_from(TENSORS)) for _ in range(count)]
+    if args and not draw(st.integers(0, 4)):
+        args[draw(st.integers(0, count - 1))] = SYM
+    if args and not draw(st.integers(0, 5)):
+        args[draw(st.integers(0, count - 1))] = draw(st.sampled_from(SPOILERS))
+    choice = draw(st.integers(0, 5))
+    kwargs = {} if choice < 2 else {"training": choice % 2 == 0} if choice < 5 else dict(draw(st.sampled_from(ODD_KWARGS)))
+    context = draw(st.sampled_from([True, True, True, False])) if variant() == "V4" else True
+    return tuple(args), kwargs, context
+
+
+@st.composite
+def bound_cases(draw: st.DrawFn) -> tuple[list[P], tuple[tuple[Any, ...], dict[str, Any], bool]]:
+    parameters = draw(bound_signatures())
+    return parameters, draw(bound_calls(parameters))
+
+
+_PLAIN: dict[int, bool] = {}
+
+
+def plain(default: Any) -> bool:
+    """Whether the slow constructor itself classifies `default` as a plain, non-tensor
+    argument (no required parameter, not a tensor argument, no error): upstream's
+    classification is the oracle, not the fork's inserted rule."""
+    if default is P.empty:
+        return False
+    if id(default) not in _PLAIN:
+        probe = layer_with_signature([P("x", P.POSITIONAL_OR_KEYWORD), P("d", P.POSITIONAL_OR_KEYWORD, default=default)])
+        try:
+            spec = slow_spec(probe, (T1,), {})
+        except Exception:  # noqa: BLE001 - an unclassifiable default
+            _PLAIN[id(default)] = False
+        else:
+            _PLAIN[id(default)] = "d" not in spec.tensor_arguments_dict
+    return _PLAIN[id(default)]
+
+
+def tensor_like(value: Any) -> bool:
+    return isinstance(value, keras.KerasTensor) or keras.ops.is_tensor(value)
+
+
+def expected_path(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], context: bool) -> str:
+    """Which constructor `layer(*args, **kwargs)` must use, from the README's rule:
+    "fast" (`layer(x)` on a layer whose other parameters all have plain defaults),
+    "bound" (n positional tensors bound to the first n parameters, none of them
+    `training`, every later parameter with a plain default, `training` excepted when
+    passed; kwargs empty or exactly `training=<bool>`; V4: a `training` call() does
+    not take is accepted only while it is a call-context argument), else "slow"."""
+    n = len(args)
+    if n == 0 or not all(tensor_like(a) for a in args) or n > len(parameters):
+        return "slow"
+    if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in parameters):
+        return "slow"
+    if any(p.name == "training" and p.kind is P.POSITIONAL_ONLY for p in parameters):
+        return "slow"
+    first, rest = parameters[:n], parameters[n:]
+    if any(p.kind not in POSITIONAL for p in first):
+        return "slow"
+    if not kwargs and n == 1:
+        return "fast" if all(plain(p.default) for p in rest) else "slow"
+    if not HAS_EXTENSION:
+        return "slow"
+    passes_training = bool(kwargs)
+    if passes_training and (list(kwargs) != ["training"] or type(kwargs["training"]) is not bool):
+        return "slow"
+    if any(p.name == "training" for p in first):
+        return "slow"
+    if not all(plain(p.default) or (passes_training and p.name == "training") for p in rest):
+        return "slow"
+    names = [p.name for p in parameters]
+    if passes_training and "training" not in names and variant() == "V4" and not context:
+        return "slow"
+    return "bound"
+
+
+def expected_flag(parameters: list[P]) -> bool:
+    """`_call_spec_fast_path` as built: some call of the layer may take a fast path."""
+    tensors = (T1, T2, T3, T1, T2)
+    shapes = [((tensors[0],), {})]
+    shapes += [(tensors[:n], kw) for n in range(1, len(parameters) + 1) for kw in ({}, {"training": True})]
+    return any(expected_path(parameters, args, kwargs, True) != "slow" for args, kwargs in shapes)
+
+
+def without_training_context(layer: Any) -> None:
+    layer._call_context_args = set(layer._call_context_args) - {"training"}
+
+
+@given(case=bound_cases())
+def test_bound_calls_follow_the_rule(case: tuple[list[P], tuple[tuple[Any, ...], dict[str, Any], bool]]) -> None:
+    parameters, (args, kwargs, context) = case
+    expected = expected_path(parameters, args, kwargs, context)
+    event(f"expected path: {expected}")
+    describe = (f"call{signature_text(parameters)} <- layer(*{[type(a).__name__ for a in args]}, **{kwargs!r})"
+                + ("" if context else " with training no longer a call-context arg"))
+    twins = run_twins(parameters, args, kwargs, None if context else without_training_context)
+    assert layer_with_signature(parameters)._call_spec_fast_path is expected_flag(parameters), describe
+    assert twins.differences(describe, values=not symbolic_call(args, kwargs)) == []
+    taken = [path for path in twins.fast.paths if path != "slow"]
+    if expected == "slow":
+        assert taken == [], (describe, twins.fast.paths)
+    else:
+        assert twins.fast.paths == [expected], (describe, twins.fast.paths)
+        assert twins.on[0] == "ok", (describe, twins.on)
+
+
+FIND = settings(max_examples=5000, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+
+
+def test_bound_strategies_reach_every_path() -> None:
+    # Guards the property above against generators that never reach a path.
+    for path in ("fast", "bound", "slow"):
+        if path == "bound" and not HAS_EXTENSION:
+            continue
+        find(bound_cases(),
+             lambda example, path=path: expected_path(example[0], *example[1]) == path, settings=FIND)
+    # ... and the kinds of `training` that matter: passed to call() that takes it after n > 1
+    # positionals, popped from one that does not, required and keyword-only.
+    if HAS_EXTENSION:
+        for wanted in (
+            lambda s, a, k: len(a) > 1 and "training" in k and any(p.name == "training" for p in s),
+            lambda s, a, k: "training" in k and all(p.name != "training" for p in s),
+            lambda s, a, k: "training" in k and any(p.name == "training" and p.default is P.empty for p in s),
+            lambda s, a, k: "training" in k and any(p.name == "training" and p.kind is P.KEYWORD_ONLY for p in s),
+        ):
+            find(bound_cases(),
+                 lambda example, wanted=wanted: expected_path(example[0], *example[1]) == "bound"
+                 and wanted(example[0], example[1][0], example[1][1]), settings=FIND)

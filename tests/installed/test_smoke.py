@@ -65,6 +65,29 @@ def test_dense_takes_the_fast_path() -> None:
     assert tuple(y.shape) == (2, 4)
 
 
+def test_multi_input_layer_takes_the_extension() -> None:
+    class Blend(keras.layers.Layer):
+        def call(self, a, b, training=None):  # type: ignore[no-untyped-def]
+            return a + 2 * b if training else a - b
+
+    layer = Blend()
+    # No plan for layer(x) (b is required), but bindings for layer(a, b): the flag is
+    # True whenever some call of the layer may take a fast path.
+    assert layer._call_spec_fast_plan is None
+    assert layer._call_spec_fast_bindings is not None
+    assert layer._call_spec_fast_path is True
+    a, b = torch.ones((2, 3)), torch.full((2, 3), 2.0)
+    with count_slow() as slow:
+        trained = layer(a, b, training=True)
+        inferred = layer(a, b)
+    assert slow == []
+    assert float(trained.sum()) == 30.0 and float(inferred.sum()) == -6.0
+    layer._call_spec_fast_path = False
+    with count_slow() as slow:
+        assert torch.equal(layer(a, b, training=True), trained)
+    assert len(slow) == 1
+
+
 def test_star_args_layer_is_ineligible_and_works() -> None:
     class Twice(keras.layers.Layer):
         def call(self, *args):  # type: ignore[no-untyped-def]
@@ -83,8 +106,9 @@ MODEL_SCRIPT = textwrap.dedent(
     import hashlib, numpy as np, keras
     from keras.src.layers import layer
     fast_calls = []
-    original = layer.CallSpec._fast.__func__
-    layer.CallSpec._fast = classmethod(lambda cls, *a: fast_calls.append(1) or original(cls, *a))
+    for name in ("_fast", "_fast_bound"):
+        original = getattr(layer.CallSpec, name).__func__
+        setattr(layer.CallSpec, name, classmethod(lambda cls, *a, original=original: fast_calls.append(1) or original(cls, *a)))
     keras.utils.set_random_seed(7)
     inputs = keras.Input((8,))
     x = keras.layers.Dense(16, activation="relu")(inputs)
@@ -115,10 +139,13 @@ def test_outputs_are_bit_identical_with_the_kill_switch() -> None:
 
 
 def test_kill_switch_disables_every_layer() -> None:
-    script = "import keras; print(keras.layers.Dense(2)._call_spec_fast_path)"
+    script = (
+        "import keras; print(keras.layers.Dense(2)._call_spec_fast_path, "
+        "keras.layers.MultiHeadAttention(2, 4)._call_spec_fast_path)"
+    )
     env = {**os.environ, "KERAS_CALLSPEC_FAST_PATH": "0"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    assert result.stdout.strip() == "False"
+    assert result.stdout.strip() == "False False"
 
 
 def test_per_layer_switch_gives_identical_outputs() -> None:

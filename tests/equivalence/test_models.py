@@ -161,8 +161,6 @@ def test_two_fit_steps(name: str) -> None:
 # -- the extension: multi-input layers and training=<bool> inside a model ---------------
 
 
-
-
 def slow_by_design(built: Built, model: keras.Model) -> bool:
     """A slow CallSpec the fast paths are not meant to replace: the model's own (its
     call() takes `**kwargs` from Keras 3.10; before, it is handed a numpy array the model

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
+from codemods.anchors import BASE_PIECES, LAYER_PY, AnchorDrift, analyze_source
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.errors import UpstreamDriftError, UsageError
 
@@ -29,7 +29,6 @@ POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWOR
     "positional_only", "positional_or_keyword", "var_positional", "keyword_only", "var_keyword"
 )
 _POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
-_BASE_PIECES = ("eligibility", "fast_constructor", "guard")
 _CLASS_LINE = re.compile(r"^class ", re.MULTILINE)
 _V4_TRAINING_NOTE = "fast while `training` is a call-context argument (the default)"
 _EXTENSION_ABSENT = "extension not in this tree"
@@ -87,11 +86,11 @@ class Report:
 
     @property
     def base_patched(self) -> bool:
-        return all(self.applied.get(piece, False) for piece in _BASE_PIECES)
+        return all(self.applied[piece] for piece in BASE_PIECES)
 
     @property
     def extension_patched(self) -> bool:
-        return self.applied.get("extension", False)
+        return self.applied["extension"]
 
 
 # -- eligibility, as the inserted code computes it ------------------------------------------------
@@ -414,9 +413,9 @@ def build_report(files: Mapping[str, str], source: str = "") -> Report:
         version = None
     index = _Index(files)
     applied = dict(analysis.applied)
-    base = all(applied.get(piece, False) for piece in _BASE_PIECES)
+    base = all(applied[piece] for piece in BASE_PIECES)
     keys = sorted((k for k in index.candidates() if k != LAYER_CLASS and LAYER_CLASS in index.mro(k)), key=lambda k: k.rpartition("."))
-    layers = tuple(layer_report(index, k, analysis.variant, base, applied.get("extension", False)) for k in keys)
+    layers = tuple(layer_report(index, k, analysis.variant, base, applied["extension"]) for k in keys)
     return Report(source, version, analysis.variant, applied, layers, tuple(sorted(index.skipped)))
 
 

@@ -32,8 +32,10 @@ BACKENDS: dict[str, list[str]] = {
     "tensorflow": [TENSORFLOW_SPEC],
     "numpy": ["scipy", JAX_SPEC],  # the numpy backend imports scipy, and jax for fft
 }
+#: pytest 9's importorskip skips only a missing module, never an ImportError inside the fork.
+PYTEST = "pytest>=9"
 #: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
-UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, JAX_SPEC, "scipy", "pandas", "grain", "pytest", "pytest-xdist"]
+UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, JAX_SPEC, "scipy", "pandas", "grain", PYTEST, "pytest-xdist"]
 #: Which of Keras's test packages run against the installed wheel, per backend.
 UPSTREAM_TARGETS: dict[str, list[str]] = {
     "torch": ["keras.src.layers", "keras.src.models", "keras.src.trainers"],
@@ -59,14 +61,15 @@ def pin() -> dict[str, str]:
     return table
 
 
-def ensure_wheel(session: nox.Session) -> Path:
-    """The pinned fork wheel, built once (by build_fork or here) and reused by every session."""
+def fork_wheel(session: nox.Session) -> Path:
+    """The fork wheel a session tests: the one `build_fork` (every such session's `requires=`)
+    has just built from this checkout, or FORKGEN_WHEEL. Whether it is current and installed
+    is checked by the session's tests (tests/support/gate.py), which fail closed."""
     wheel = pinned_wheel()
     if not wheel.is_file():
-        session.log(f"{wheel.name} is not built yet: building it")
-        session.install(".")
-        session.run("forkgen", "build")
+        session.error(f"{wheel} does not exist: `nox -s build_fork` builds it (or unset FORKGEN_WHEEL)")
     return wheel
+
 
 
 @nox.session(python=PYTHON)
@@ -98,11 +101,11 @@ def build_fork(session: nox.Session) -> None:
     session.run("forkgen", "build", *session.posargs)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
-    wheel = ensure_wheel(session)
-    session.install(str(wheel), TORCH_SPEC, "pytest")
+    wheel = fork_wheel(session)
+    session.install(str(wheel), TORCH_SPEC, PYTEST)
     session.install(".")  # forkgen itself: tests/installed/test_report_crosscheck.py runs `forkgen report`
     session.run(
         "pytest",
@@ -112,18 +115,18 @@ def smoke(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 def publish(session: nox.Session) -> None:
     """`forkgen publish`'s index through real clients: `twine check --strict`; pip download via a
     real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
     to a real pypiserver and pip install from it into a fresh environment."""
-    wheel = ensure_wheel(session)
+    wheel = fork_wheel(session)
     session.install(".[test]", "twine", "pypiserver")
     session.run("pytest", "tests/publish", "-s", *session.posargs,
                 env={"FORKGEN_WHEEL": str(wheel), "FORKGEN_TORCH_SPEC": TORCH_SPEC})
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def equivalence(session: nox.Session, backend: str) -> None:
     """The fast path vs the slow path of the installed fork: field matrix, properties, models.
@@ -131,8 +134,8 @@ def equivalence(session: nox.Session, backend: str) -> None:
     `nox -s "equivalence(backend='jax')" -- --hypothesis-profile thorough` runs 5,000
     examples per property instead of 500.
     """
-    wheel = ensure_wheel(session)
-    session.install(str(wheel), *BACKENDS[backend], "pytest", "hypothesis")
+    wheel = fork_wheel(session)
+    session.install(str(wheel), *BACKENDS[backend], PYTEST, "hypothesis")
     session.run(
         "pytest",
         "tests/equivalence",
@@ -140,11 +143,11 @@ def equivalence(session: nox.Session, backend: str) -> None:
         "-W", "ignore::UserWarning",
         "-W", "ignore::DeprecationWarning",
         *session.posargs,
-        env={"KERAS_BACKEND": backend},
+        env={"KERAS_BACKEND": backend, "FORKGEN_WHEEL": str(wheel)},
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def upstream_tests(session: nox.Session, backend: str) -> None:
     """Keras's own tests from the installed wheel: upstream wheel first, then the fork.
@@ -152,7 +155,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
     Fails when a test that passes with upstream Keras fails with the fork; prints
     passed/failed/error/skipped for both and the tests that fail in both runs.
     """
-    wheel = ensure_wheel(session)
+    wheel = fork_wheel(session)
     pinned = pin()
     reports = ROOT / "patched_keras" / "verify"
     reports.mkdir(parents=True, exist_ok=True)
@@ -165,6 +168,8 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
         "-n", os.environ.get("FORKGEN_PYTEST_WORKERS", "2"), "-q", "--pyargs", *targets, *session.posargs,
     ]
     env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
+    # Each run must test what it says (tests/upstream/keras_upstream_plugin.py fails closed).
+    expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": pinned["version"]}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
     session.chdir(session.create_tmp())  # nothing of this checkout on sys.path but the plugin
     runs = {}
     for kind in ("upstream", "patched"):
@@ -174,7 +179,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
         else:
             session.install("--force-reinstall", "--no-deps", str(wheel))
         runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
-        session.run(*pytest_args, f"--junitxml={runs[kind]}", env=env, success_codes=[0, 1])
+        session.run(*pytest_args, f"--junitxml={runs[kind]}", env={**env, **expect[kind]}, success_codes=[0, 1])
     session.run(
         "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]),
         "--label", f"{backend}: {' '.join(targets)}",
@@ -182,14 +187,13 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
     )
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
     Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
     """
-    ensure_wheel(session)
-    session.install(".", TORCH_SPEC, "pytest", "hypothesis", str(pinned_wheel()))
+    session.install(".", TORCH_SPEC, PYTEST, "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", env={"KERAS_BACKEND": "torch"})
 
 
@@ -203,7 +207,7 @@ def matrix(session: nox.Session) -> None:
     session.run("python", "tests/matrix.py", *(session.posargs or ["--nightly"]))
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["build_fork"])
 def bench(session: nox.Session) -> None:
     """Upstream vs patched wheel of the pinned release: pyperf timings, CallSpec counts, a chart.
 
@@ -211,8 +215,9 @@ def bench(session: nox.Session) -> None:
     numpy); `-- --cases dense,train_step --rounds 5` and the other options of
     tests/bench/run.py. Writes patched_keras/bench/results.json and ratios.png.
     """
-    wheel = ensure_wheel(session)
+    wheel = fork_wheel(session)
     session.install(".", "pyperf", "matplotlib")
+    session.run("forkgen", "inspect", "--check-current", str(wheel), silent=True)  # never time a stale wheel
     backend = "torch"
     for i, arg in enumerate(session.posargs):
         if arg == "--backend" and i + 1 < len(session.posargs):

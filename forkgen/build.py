@@ -29,7 +29,7 @@ from forkgen.cmd import log, run, tail
 from forkgen.errors import BuildError, UpstreamDriftError, UsageError
 from forkgen.fetch import sha256_of
 from forkgen.model import PatchedTree, Pin, Source, Wheel
-from forkgen.provenance import PROVENANCE_PY, parse_module, render_module
+from forkgen.provenance import PROVENANCE_PY, codemods_digest, parse_module, render_module
 
 
 def fork_version(upstream: str, label: str) -> str:
@@ -65,6 +65,7 @@ def make_provenance(
         "codemods": {name: codemod_version for name, codemod_version in tree.codemods},
         "training_fast_path": tree.extension,
         "forkgen_version": forkgen.__version__,
+        "codemods_digest": codemods_digest(),
         "source_date_epoch": epoch,
         "build_timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(),
         "patched_files": {LAYER_PY: hashlib.sha256(layer).hexdigest()},

@@ -19,7 +19,8 @@ from forkgen import patch, pipeline, provenance, verify
 from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
 from forkgen import report as report_mod
-from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError
+from forkgen.cmd import log
+from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError, VerificationError
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Anchors, Pin
 
@@ -40,8 +41,26 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="pyproject.toml with [tool.forkgen] (default: nearest one from the current directory up)")
 
 
+def _no_config(parser: argparse.ArgumentParser) -> None:
+    # Accepted so that `--config` never fails as an unknown option, then refused with the reason.
+    parser.add_argument("--config", type=Path, help="not used by this command (refused)")
+
+
+#: Why `--config` means nothing to these commands: they read only what they are given.
+CONFIG_IGNORED = {
+    "report": "it reports on the tree SRC as it is, patched or not, whatever the pin",
+    "inspect": "it reads only the wheel's own provenance",
+    "publish": "the index directory and the wheels are all it uses",
+    "compare-tests": "it compares two JUnit XML files",
+}
+
+
 def _release(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", dest="release", help="upstream release (default: the pinned one)")
+    parser.add_argument(
+        "--version", dest="release",
+        help="upstream release, or `latest` for the newest the index serves (default: the pinned one; "
+        "with --distribution other than the pinned one: latest)",
+    )
     parser.add_argument("--distribution", choices=config_mod.DISTRIBUTIONS, help="upstream distribution (default: the pinned one)")
     parser.add_argument("--sha256", help="expected sha256 of the sdist (default: the pin, for the pinned release)")
     parser.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
@@ -82,9 +101,10 @@ def make_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _extension(p)
 
     p = sub.add_parser("report", help="every Layer subclass, its call() signature and which call shapes take the fast path")
-    _common(p)
+    _no_config(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist, or a site-packages directory holding keras")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -105,7 +125,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rebase", help="prove the fork on another release, then move the pin to it")
     _common(p)
-    p.add_argument("target", metavar="VERSION", help="the upstream release to move to")
+    p.add_argument(
+        "target", metavar="VERSION", nargs="?", default=config_mod.LATEST,
+        help="the upstream release to move to (default: `latest`, the newest the index serves)",
+    )
     p.add_argument("--distribution", choices=config_mod.DISTRIBUTIONS, help="upstream distribution (default: the pinned one)")
     p.add_argument("--sha256", help="expected sha256 of its sdist (default: trust what the index serves, and pin that)")
     p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
@@ -114,29 +137,54 @@ def make_parser() -> argparse.ArgumentParser:
     _extension(p)
 
     p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
+    _no_config(p)
     p.add_argument("upstream", type=Path, metavar="UPSTREAM_XML")
     p.add_argument("patched", type=Path, metavar="PATCHED_XML")
     p.add_argument("--label", default="", help="what ran (backend and test packages), for the report")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
 
     p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
+    _no_config(p)
     p.add_argument("wheel", type=Path, metavar="WHEEL")
     p.add_argument("--json", action="store_true", help="print the provenance as JSON")
+    p.add_argument(
+        "--check-current", action="store_true",
+        help="exit 7 unless the wheel was built by this forkgen's codemods and templates (not stale)",
+    )
 
     p = sub.add_parser(
         "publish",
         help="add wheels to a static PEP 503/691/658 index directory; print the index's simple/ directory",
     )
+    _no_config(p)
     p.add_argument("wheels", type=Path, nargs="+", metavar="WHEEL")
     p.add_argument("--index-dir", type=Path, required=True, help="the index directory (created if missing)")
     return parser
+
+
+def _version(requested: str | None, distribution: str | None, cfg: config_mod.Config) -> str | None:
+    """The release asked for, validated; `latest` (asked, or implied by naming another
+    distribution than the pinned one without a version) resolved on the index."""
+    pinned = cfg.pin.distribution if cfg.pin else None
+    if requested is None and distribution is not None and distribution != pinned:
+        requested = config_mod.LATEST
+    if requested is None:
+        return None
+    if requested.strip().lower() != config_mod.LATEST:
+        return config_mod.validate_version(requested, "--version")
+    from forkgen import index  # only when asked: it reads pip's configuration
+
+    dist = distribution or pinned or "keras"
+    resolved = index.latest_version(dist)
+    log(f"newest {dist} on the index: {resolved}; pinning that release (trust on first use unless --sha256)")
+    return resolved
 
 
 def _pin(args: argparse.Namespace, cfg: config_mod.Config, *, version: str | None = None) -> Pin:
     return config_mod.resolve_pin(
         cfg,
         distribution=args.distribution,
-        version=args.release or version,
+        version=_version(args.release, args.distribution, cfg) or version,
         sha256=args.sha256,
         local_label=getattr(args, "local_label", None),
     )
@@ -179,6 +227,7 @@ def _status(anchors: Anchors) -> str:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     try:
+        extension = _training_fast_path(args, config_mod.load(args.config))
         anchors = patch.analyze(args.src)
     except ForkgenError as error:
         if args.json:
@@ -194,9 +243,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     pieces = ", ".join(f"{k} {'present' if v else 'absent'}" for k, v in anchors.applied.items())
     print(f"  patch: {_status(anchors)} ({pieces})")
     if _status(anchors) != "patched":
-        print("the patch can be applied")
+        print("the patch can be applied" + ("" if extension else " (without the extension, as configured)"))
     elif not anchors.applied["extension"]:
-        print("the base patch is applied; the extension (several positional tensors, training=<bool>) can be added")
+        print(
+            "the base patch is applied; the extension (several positional tensors, training=<bool>) can be added"
+            if extension else "the base patch is applied; the extension is left out, as configured"
+        )
     else:
         print("the patch is already applied, with the extension")
     return EXIT_OK
@@ -233,7 +285,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             version = read_version(version_py.read_text(encoding="utf-8"))
     pin = _pin(args, cfg, version=version)
     workspace = _workspace(cfg)
-    wheel = pipeline.build_fork(
+    built = pipeline.build_fork(
         pin,
         cache_dir=args.cache_dir or default_cache_dir(),
         workspace=workspace,
@@ -243,12 +295,16 @@ def cmd_build(args: argparse.Namespace) -> int:
         isolated=args.isolated_build,
         extension=_training_fast_path(args, cfg),
     )
-    print(wheel.path)
+    print(built.wheel.path)
     return EXIT_OK
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     data = provenance.read_wheel(args.wheel)
+    if args.check_current:
+        problems = provenance.stale_problems(args.wheel)
+        if problems:
+            raise VerificationError("; ".join(problems), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
@@ -264,6 +320,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for name, version in sorted(data.get("codemods", {}).items()):
         print(f"  {name} {version}")
     print(f"forkgen:          {data.get('forkgen_version')}")
+    print(f"codemods digest:  {data.get('codemods_digest', 'not recorded (built before forkgen 0.3)')}")
     print(f"built at:         {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')})")
     for path, digest in sorted(data.get("patched_files", {}).items()):
         print(f"patched:          {path} sha256 {digest}")
@@ -280,13 +337,15 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
     if cfg.path is None or cfg.pin is None:
         raise UsageError("rebase needs the pyproject.toml whose [tool.forkgen] pin it moves", hint="run it from the forkgen checkout or pass --config")
-    target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=args.target, sha256=args.sha256)
+    version = _version(args.target, args.distribution, cfg)
+    target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
     result = rebase_mod.rebase(
         target,
         cfg.pin,
         cfg.path,
         cache_dir=args.cache_dir or default_cache_dir(),
         workspace=_workspace(cfg),
+        overlay=cfg.overlay,
         torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
         verify=not args.no_verify,
         extension=_training_fast_path(args, cfg),
@@ -317,6 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see EPILOG)."""
     args = make_parser().parse_args(argv)
     try:
+        if args.command in CONFIG_IGNORED and args.config is not None:
+            raise UsageError(
+                f"--config does not apply to `forkgen {args.command}`: {CONFIG_IGNORED[args.command]}",
+                hint=f"drop --config; `forkgen {args.command} --help` lists what it takes",
+            )
         return COMMANDS[args.command](args)
     except ForkgenError as error:
         print(f"error: {error.message}", file=sys.stderr)

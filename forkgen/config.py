@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from forkgen.errors import UsageError
 from forkgen.model import Pin
 
@@ -49,6 +51,25 @@ def validate_sha256(value: str, where: str) -> str:
     return value
 
 
+#: `--version latest`: the newest release the index serves (for keras-nightly, the default).
+LATEST = "latest"
+
+
+def validate_version(value: str, where: str) -> str:
+    """`value` as a normalised PEP 440 version, before it reaches a path or a pip argument.
+
+    Normalising means `3.15.1` stays `3.15.1` and `v3.15.1` becomes `3.15.1`; anything that is
+    not a version (`3.15.1; x`, `../../evil`, an empty string) is a usage error.
+    """
+    try:
+        return str(Version(value))
+    except (InvalidVersion, TypeError):
+        raise UsageError(
+            f"{where}: {value!r} is not a PEP 440 version",
+            hint="give a release such as 3.15.1 (or `latest`)",
+        ) from None
+
+
 def validate_label(value: str, where: str) -> str:
     if not _LABEL.fullmatch(value):
         raise UsageError(
@@ -82,7 +103,7 @@ def load(path: Path | None = None) -> Config:
         raise UsageError(f"{where}: distribution must be one of {', '.join(DISTRIBUTIONS)}")
     pin = Pin(
         distribution=distribution,
-        version=str(table["version"]),
+        version=validate_version(str(table["version"]), f"{where} version"),
         sha256=validate_sha256(str(table["sha256"]), f"{where} sha256"),
         local_label=validate_label(str(table.get("local-label", "fastcallspec.2")), f"{where} local-label"),
     )
@@ -120,7 +141,7 @@ def resolve_pin(
     dist = distribution or (base.distribution if base else "keras")
     if dist not in DISTRIBUTIONS:
         raise UsageError(f"--distribution must be one of {', '.join(DISTRIBUTIONS)}")
-    ver = version or (base.version if base else "")
+    ver = validate_version(version, "--version") if version is not None else base.version if base else ""
     same_release = base is not None and base.distribution == dist and base.version == ver
     pinned_sha = base.sha256 if same_release and base is not None else None
     if sha256 is not None:

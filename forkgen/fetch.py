@@ -1,18 +1,27 @@
-"""Fetch stage: download the pinned sdist with pip, verify it, unpack it safely, cache it."""
+"""Fetch stage: download the pinned sdist, verify it, unpack it safely, cache it.
+
+Downloading goes through `forkgen.index`, which honours pip's index configuration but never
+runs anything from the archive (`pip download` would run its build backend to get metadata).
+Whatever is reused from the cache is verified again: the archive against the pin, or against
+the sha256 recorded when it was downloaded; the unpacked tree against the digest of its files.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from forkgen.cmd import log, run, tail
-from forkgen.errors import FetchError, IntegrityError
+from forkgen import index
+from forkgen.cmd import log
+from forkgen.config import validate_version
+from forkgen.errors import IntegrityError
 from forkgen.model import Pin, Source
 
 _COMPLETE = ".forkgen-complete"
@@ -28,6 +37,7 @@ def default_cache_dir() -> Path:
 
 
 def sha256_of(path: Path) -> str:
+    """The sha256 of the file at `path`, as hex."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -45,132 +55,215 @@ def _cached_archive(pin: Pin, cache_dir: Path) -> Path | None:
     return archives[0] if archives else None
 
 
-def _download(pin: Pin, cache_dir: Path) -> Path:
-    """Download the sdist with pip (the user's index configuration applies)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".download-") as tmp:
-        requirement = f"{pin.distribution}=={pin.version}"
-        log(f"downloading the sdist of {requirement} with pip")
-        result = run(
-            [
-                sys.executable, "-m", "pip", "download",
-                "--no-deps",
-                "--no-binary", pin.distribution,
-                "--disable-pip-version-check",
-                "--dest", tmp,
-                requirement,
-            ],
-            capture=True,
-        )
-        if result.returncode != 0:
-            raise FetchError(
-                f"pip could not download {requirement}:\n{tail(result.stdout)}"
-            )
-        files = [p for p in Path(tmp).iterdir() if p.is_file()]
-        archives = [p for p in files if p.name.endswith(".tar.gz")]
-        if len(archives) != 1:
-            names = ", ".join(sorted(p.name for p in files)) or "nothing"
-            raise FetchError(f"pip downloaded {names} for {requirement}, expected one .tar.gz sdist")
-        target_dir = _archive_dir(pin, cache_dir)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        target = target_dir / archives[0].name
-        os.replace(archives[0], target)
-        return target
+def _record(archive: Path) -> Path:
+    """Beside each downloaded archive: its sha256, to re-verify it when it is used again."""
+    return archive.with_name(archive.name + ".sha256")
 
 
-def _verify(pin: Pin, archive: Path, *, cached: bool) -> str:
-    actual = sha256_of(archive)
-    if pin.sha256 is None:
-        log(
-            f"warning: {pin.distribution} {pin.version} is not pinned; "
-            f"using the archive as downloaded, sha256 {actual} (pass --sha256 to verify it)"
-        )
-        return actual
-    if actual != pin.sha256:
-        if cached:
+def _not_pinned(pin: Pin, sha256: str, how: str) -> None:
+    log(
+        f"warning: {pin.distribution} {pin.version} is not pinned: sha256 {sha256} {how} "
+        "(pass --sha256 to verify it against a pin)"
+    )
+
+
+def _download(pin: Pin, cache_dir: Path) -> tuple[Path, str]:
+    """Download the sdist (nothing in it runs), verify it, then move it into the cache."""
+    config = index.pip_index_config()
+    candidate = index.find_sdist(pin.distribution, pin.version, pin.sha256, config)
+    directory = _archive_dir(pin, cache_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary, actual = index.download(candidate, directory, config)
+    try:
+        if pin.sha256 is not None and actual != pin.sha256:
             raise IntegrityError(
-                f"cached archive {archive} has sha256 {actual}, but the pin says {pin.sha256}",
-                hint=f"the cache was modified or the pin changed; delete {archive} to download it again",
+                f"downloaded {candidate.filename} has sha256 {actual}, but the pin says {pin.sha256}",
+                hint="the index served a different file than the pinned one; "
+                "check your index, or the pin in pyproject.toml",
             )
-        archive.unlink()
+        if pin.sha256 is None and candidate.sha256 is not None and actual != candidate.sha256:
+            raise IntegrityError(
+                f"downloaded {candidate.filename} has sha256 {actual}, "
+                f"but the index advertises {candidate.sha256}",
+                hint="the download was corrupted or tampered with on the way; try again, or check your index",
+            )
+        if pin.sha256 is not None:
+            log(f"sha256 {actual} verified")
+        elif candidate.sha256 is not None:
+            _not_pinned(pin, actual, "matches the one the index advertises")
+        else:
+            _not_pinned(pin, actual, "is NOT verified: the index advertises no sha256")
+        target = directory / candidate.filename
+        _record(target).write_text(actual + "\n", encoding="utf-8")
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return target, actual
+
+
+def _verify_cached(pin: Pin, archive: Path) -> str | None:
+    """The sha256 of a cached archive that still is what was verified; None to download it again."""
+    actual = sha256_of(archive)
+    if pin.sha256 is not None:
+        expected, should = pin.sha256, f"the pin says {pin.sha256}"
+    else:
+        try:
+            expected = _record(archive).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            log(f"{archive} has no recorded sha256 to verify it against; downloading it again")
+            archive.unlink()
+            return None
+        should = f"it had {expected} when it was downloaded"
+    if actual != expected:
         raise IntegrityError(
-            f"downloaded {archive.name} has sha256 {actual}, but the pin says {pin.sha256}",
-            hint="the index served a different file than the pinned one; check your index, or the pin in pyproject.toml",
+            f"cached archive {archive} has sha256 {actual}, but {should}",
+            hint=f"the cache was modified or the pin changed; delete {archive} to download it again",
         )
+    if pin.sha256 is not None:
+        log(f"sha256 {actual} verified")
+    else:
+        _not_pinned(pin, actual, "is the one recorded when it was first downloaded")
     return actual
 
 
 def _check_member(member: tarfile.TarInfo, top: str | None) -> str:
-    """Refuse members that could write outside the tree; return the top-level directory."""
+    """Refuse anything but regular files and directories at relative, '..'-free paths.
+
+    Keras sdists hold nothing else; return the member's top-level directory.
+    """
     name = member.name
     path = PurePosixPath(name)
-    if path.is_absolute() or name.startswith(("/", "\\")) or ":" in path.parts[0]:
-        raise IntegrityError(f"unsafe archive member {name!r}: absolute path")
-    if ".." in path.parts:
-        raise IntegrityError(f"unsafe archive member {name!r}: '..' in the path")
-    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-        raise IntegrityError(f"unsafe archive member {name!r}: not a file, directory or link")
-    if member.issym() or member.islnk():
-        link = PurePosixPath(member.linkname)
-        base = path.parent if member.issym() else PurePosixPath()
-        if link.is_absolute():
-            raise IntegrityError(f"unsafe archive member {name!r}: link to absolute path {member.linkname!r}")
-        depth = 0
-        for part in (base / link).parts:
-            depth += -1 if part == ".." else (0 if part == "." else 1)
-            if depth < 0:
-                raise IntegrityError(f"unsafe archive member {name!r}: link {member.linkname!r} escapes the tree")
-    first = path.parts[0]
-    if top is not None and first != top:
-        raise IntegrityError(f"archive has more than one top-level entry ({top!r}, {first!r})")
-    return first
+    if member.issym():
+        what = "symbolic link"
+    elif member.islnk():
+        what = "hard link"
+    elif member.ischr() or member.isblk():
+        what = "device"
+    elif member.isfifo():
+        what = "FIFO"
+    elif not (member.isfile() or member.isdir()):
+        what = "not a regular file or a directory"
+    elif not path.parts:
+        what = "empty path"
+    elif path.is_absolute() or name.startswith(("/", "\\")) or ":" in path.parts[0]:
+        what = "absolute path"
+    elif ".." in path.parts:
+        what = "'..' in the path"
+    else:
+        if top is not None and path.parts[0] != top:
+            raise IntegrityError(f"archive has more than one top-level entry ({top!r}, {path.parts[0]!r})")
+        return path.parts[0]
+    raise IntegrityError(f"unsafe archive member {name!r}: {what}")
 
 
-def unpack(archive: Path, destination: Path) -> Path:
-    """Unpack `archive` into `destination` atomically; return the sdist's root directory."""
-    if (destination / _COMPLETE).is_file():
-        roots = [p for p in destination.iterdir() if p.is_dir()]
-        if len(roots) == 1:
-            return roots[0]
-        shutil.rmtree(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-"))
+def _tree_digest(root: Path) -> str:
+    """sha256 over the sorted relative paths under `root` and the sha256 of each file."""
+    entries = []
+    for directory, dirnames, filenames in os.walk(root):
+        for name in filenames + [d for d in dirnames if Path(directory, d).is_symlink()]:
+            path = Path(directory, name)
+            relative = path.relative_to(root).as_posix()
+            if relative != _COMPLETE:
+                regular = path.is_file() and not path.is_symlink()
+                entries.append(f"{relative}\0{sha256_of(path) if regular else 'not a regular file'}\n")
+    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
+
+
+def _reusable(destination: Path, sha256: str) -> Path | None:
+    """The root of the earlier unpack in `destination`, if it is complete and unchanged."""
     try:
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                members = tar.getmembers()
-                top: str | None = None
-                for member in members:
-                    top = _check_member(member, top)
-                if top is None:
-                    raise IntegrityError(f"archive {archive.name} is empty")
-                tar.extractall(tmp, members=members, filter="data")
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-            raise IntegrityError(
-                f"archive {archive} is corrupt or unreadable: {error}",
-                hint=f"delete {archive} and fetch again",
-            ) from None
-        (tmp / _COMPLETE).write_text(archive.name + "\n", encoding="utf-8")
-        if destination.exists():
-            shutil.rmtree(destination)
-        os.replace(tmp, destination)
+        marker = json.loads((destination / _COMPLETE).read_text(encoding="utf-8"))
+        archive_sha256, tree_sha256 = marker["archive_sha256"], marker["tree_sha256"]
+    except FileNotFoundError:
+        reason = "it has no completion marker (an interrupted unpack?)"
+    except (OSError, ValueError, KeyError, TypeError):
+        reason = "its completion marker is unreadable"
+    else:
+        roots = [p for p in destination.iterdir() if p.is_dir() and not p.is_symlink()]
+        if archive_sha256 != sha256:
+            reason = f"it was unpacked from an archive with sha256 {archive_sha256}, not {sha256}"
+        elif tree_sha256 != _tree_digest(destination):
+            reason = "its files changed since they were unpacked"
+        elif len(roots) != 1:
+            reason = f"it holds {len(roots)} directories instead of one"
+        else:
+            return roots[0]
+    log(f"discarding {destination}: {reason}; unpacking again")
+    return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _extract(archive: Path, directory: Path) -> str:
+    """Extract the checked members of `archive` into `directory`; return its top-level directory."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            top: str | None = None
+            for member in members:
+                top = _check_member(member, top)
+            if top is None:
+                raise IntegrityError(f"archive {archive.name} is empty")
+            tar.extractall(directory, members=members, filter="data")
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+        raise IntegrityError(
+            f"archive {archive} is corrupt or unreadable: {error}",
+            hint=f"delete {archive} and fetch again",
+        ) from None
+    if not (directory / top).is_dir():
+        raise IntegrityError(f"archive {archive.name} has no top-level directory")
+    return top
+
+
+def unpack(archive: Path, destination: Path, *, sha256: str | None = None) -> Path:
+    """Unpack `archive` into `destination` atomically; return the sdist's root directory.
+
+    `sha256` is the archive's verified digest (computed when not given). An earlier unpack in
+    `destination` is reused only if its completion marker records that digest and the digest
+    of its files still matches; otherwise, and after an interrupted unpack, it is redone.
+    """
+    sha256 = sha256 or sha256_of(archive)
+    for leftover in destination.parent.glob(f".{destination.name}-*"):
+        log(f"removing {leftover}, left over by an interrupted unpack")
+        _remove(leftover)
+    if destination.exists() or destination.is_symlink():
+        root = _reusable(destination, sha256)
+        if root is not None:
+            return root
+        _remove(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-"))
+    try:
+        top = _extract(archive, temporary)
+        marker = {"archive_sha256": sha256, "tree_sha256": _tree_digest(temporary)}
+        (temporary / _COMPLETE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+        os.replace(temporary, destination)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(temporary, ignore_errors=True)
         raise
     return destination / top
 
 
 def fetch(pin: Pin, cache_dir: Path) -> Source:
-    """Return the verified, unpacked sdist of `pin`, downloading it only if not cached."""
+    """Return the verified, unpacked sdist of `pin`, downloading it only if not cached.
+
+    Nothing from the archive is executed; a cached archive or tree is verified again first.
+    """
+    pin = dataclasses.replace(pin, version=validate_version(pin.version, "version"))
     archive = _cached_archive(pin, cache_dir)
-    cached = archive is not None
-    if archive is None:
-        archive = _download(pin, cache_dir)
-    else:
+    sha256 = None
+    if archive is not None:
         log(f"using cached {archive}")
-    sha256 = _verify(pin, archive, cached=cached)
-    log(f"sha256 {sha256} verified" if pin.sha256 else f"sha256 {sha256}")
-    root = unpack(archive, cache_dir / "src" / sha256)
+        sha256 = _verify_cached(pin, archive)
+    if archive is None or sha256 is None:
+        archive, sha256 = _download(pin, cache_dir)
+    root = unpack(archive, cache_dir / "src" / sha256, sha256=sha256)
     return Source(
         distribution=pin.distribution,
         version=pin.version,

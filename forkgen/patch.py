@@ -18,14 +18,31 @@ def _drift(error: AnchorDrift) -> UpstreamDriftError:
     return UpstreamDriftError(f"upstream drift: {error}")
 
 
-def _read_layer(root: Path) -> str:
+def require_keras_tree(root: Path) -> None:
+    """Refuse (usage error, exit 2) a `root` that is not a Keras 3 source tree at all.
+
+    A Keras 3 tree, whether an unpacked sdist or a site-packages directory, holds the package
+    `keras/src/`; one that has it but lacks the code the patch needs is upstream drift (exit 5),
+    reported by the caller.
+    """
     if not root.is_dir():
         raise UsageError(f"source tree {root} does not exist or is not a directory")
+    if (root / "keras" / "src").is_dir():
+        return
+    inner = sorted(p for p in root.iterdir() if (p / "keras" / "src").is_dir()) if root.is_dir() else []
+    hint = "SRC is the root of an unpacked Keras 3 sdist (what `forkgen fetch` prints) or a site-packages directory"
+    if len(inner) == 1:
+        hint = f"did you mean {inner[0]}? " + hint
+    raise UsageError(f"{root} is not a Keras source tree (it has no keras/src/)", hint=hint)
+
+
+def _read_layer(root: Path) -> str:
+    require_keras_tree(root)
     layer = root / LAYER_PY
     if not layer.is_file():
         raise UpstreamDriftError(
             f"upstream drift: {root}: no {LAYER_PY}",
-            hint="SRC must be the root of an unpacked Keras 3 sdist (the directory holding pyproject.toml and keras/)",
+            hint="this Keras tree keeps Layer elsewhere: pin a release forkgen supports",
         )
     return layer.read_bytes().decode("utf-8")
 

@@ -1,16 +1,47 @@
-"""The whole pipeline as a list of small stages: fetch -> analyze -> apply -> build."""
+"""The whole pipeline as a list of small stages: fetch -> analyze -> apply -> build.
+
+`forkgen build` and `forkgen rebase` both build through `build_fork`: there is one build path.
+"""
 
 from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from forkgen import build as build_stage
 from forkgen import patch
 from forkgen.cmd import log
+from forkgen.errors import UsageError
 from forkgen.fetch import fetch
-from forkgen.model import Pin, Source, Wheel
+from forkgen.model import Anchors, PatchedTree, Pin, Source, Wheel
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What each stage of one build produced."""
+
+    source: Source | None
+    anchors: Anchors
+    tree: PatchedTree
+    wheel: Wheel
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    a, b = a.resolve(), b.resolve()
+    return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+
+
+def check_source_outside(source_root: Path, workspace: Path, out_dir: Path) -> None:
+    """Refuse a local source tree that the build would clear or write into (before touching anything)."""
+    for place, what in ((workspace, "the workspace"), (out_dir, "the output directory")):
+        if _overlaps(source_root, place):
+            raise UsageError(
+                f"--source {source_root} overlaps {what} {place}, which the build clears and writes into",
+                hint="copy the tree somewhere outside it (e.g. /tmp/keras-src) and build from there",
+            )
 
 
 def build_fork(
@@ -23,9 +54,18 @@ def build_fork(
     overlay: Path | None = None,
     isolated: bool = False,
     extension: bool = True,
-) -> Wheel:
-    """Fetch (or take `source_root`), analyze, apply and build; return the wheel."""
+    on_stage: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """Fetch (or take `source_root`), analyze, apply and build into `out_dir`.
+
+    The patched tree is written to `workspace/build/<name>`; `on_stage` is told the name of
+    each stage as it starts ("fetch", "analyze", "apply", "build").
+    """
     started = time.monotonic()
+    stage = on_stage or (lambda name: None)
+    if source_root is not None:
+        check_source_outside(source_root, workspace, out_dir)
+    stage("fetch")
     source: Source | None = None
     if source_root is None:
         log(f"[1/4] fetch {pin.distribution}=={pin.version}")
@@ -33,16 +73,19 @@ def build_fork(
         source_root = source.root
     else:
         log(f"[1/4] fetch skipped: building from the local tree {source_root} (no sdist sha256 in the provenance)")
+    stage("analyze")
     log(f"[2/4] analyze {source_root}")
     anchors = patch.analyze(source_root)
     for anchor in anchors.anchors:
         log(f"  {anchors.path}:{anchor.line}: {anchor.name}: {anchor.description}")
+    stage("apply")
     tree_dir = workspace / "build" / source_root.name
     log(f"[3/4] apply -> {tree_dir}")
     if tree_dir.exists():
         shutil.rmtree(tree_dir)
     tree = patch.apply(source_root, tree_dir, extension=extension)
+    stage("build")
     log(f"[4/4] build -> {out_dir}")
     wheel = build_stage.build(tree, source, pin, out_dir, overlay=overlay, isolated=isolated)
     log(f"built {wheel.path.name} (sha256 {wheel.sha256}) in {time.monotonic() - started:.1f} s")
-    return wheel
+    return BuildResult(source=source, anchors=anchors, tree=tree, wheel=wheel)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib.metadata
+import importlib.util
 import pprint
 import zipfile
 from email.parser import HeaderParser
@@ -68,3 +71,67 @@ def read_wheel(path: Path) -> dict[str, Any]:
     except (ValueError, SyntaxError) as error:
         raise UsageError(f"{path}: unreadable provenance: {error}") from None
     return {"wheel": {"name": metadata["Name"], "version": metadata["Version"]}, **provenance}
+
+
+def codemods_digest() -> str:
+    """sha256 over every module of the `codemods` package (codemods and inserted templates),
+    path by path: the wheel records it, and a session compares it with its checkout's."""
+    import codemods
+
+    package = Path(codemods.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def stale_problems(wheel: Path) -> list[str]:
+    """Why `wheel` is not a fork wheel built by this checkout's codemods (empty when it is)."""
+    try:
+        data = read_wheel(wheel)
+    except UsageError as error:
+        return [error.message]
+    recorded, current = data.get("codemods_digest"), codemods_digest()
+    if recorded != current:
+        return [
+            f"{wheel.name} was built from other codemods or templates than this checkout's "
+            f"(codemods digest {recorded or 'not recorded'}, checkout {current}): it is stale"
+        ]
+    return []
+
+
+def installed_provenance() -> tuple[Path | None, dict[str, Any] | None]:
+    """The `keras` package this interpreter imports and its forkgen provenance (None when it has
+    none, i.e. upstream Keras), read from the files without importing Keras."""
+    spec = importlib.util.find_spec("keras")
+    if spec is None or not spec.submodule_search_locations:
+        return None, None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    module = package.parent / PROVENANCE_PY
+    return package, parse_module(module.read_text(encoding="utf-8")) if module.is_file() else None
+
+
+def installed_problems(wheel: Path) -> list[str]:
+    """Why the `keras` this interpreter imports is not `wheel` installed (empty when it is)."""
+    package, ours = installed_provenance()
+    if package is None:
+        return ["no keras is installed"]
+    if ours is None:
+        version = importlib.metadata.version("keras") if _has_distribution("keras") else "unknown"
+        return [f"the installed keras {version} ({package}) is not patched: it has no {PROVENANCE_PY}"]
+    try:
+        expected = read_wheel(wheel)
+    except UsageError as error:
+        return [error.message]
+    if ours != {k: v for k, v in expected.items() if k != "wheel"}:
+        return [f"the installed keras ({package}) is a fork wheel, but not {wheel.name}: its provenance differs"]
+    return []
+
+
+def _has_distribution(name: str) -> bool:
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True

@@ -211,11 +211,22 @@ def publish(wheels: list[Path], index_dir: Path) -> PublishResult:
     """Add `wheels` to the static index in `index_dir` (created if missing)."""
     if not wheels:
         raise UsageError("no wheel given")
-    checked = []
+    checked: list[tuple[Path, bytes]] = []
+    offered: dict[str, tuple[Path, str]] = {}  # file name -> (first wheel of that name, its sha256)
     for wheel in wheels:
         if not wheel.is_file():
             raise UsageError(f"{wheel} does not exist")
-        checked.append((wheel, _wheel_metadata(wheel)))
+        metadata = _wheel_metadata(wheel)
+        digest = sha256_of(wheel)
+        first = offered.setdefault(wheel.name, (wheel, digest))
+        if first[1] != digest:
+            raise IntegrityError(
+                f"two different wheels named {wheel.name} in one publish: {first[0]} (sha256 {first[1]}) "
+                f"and {wheel} (sha256 {digest})",
+                hint="an index serves one file per name: publish one of them, under its own local label",
+            )
+        if first[0] is wheel:
+            checked.append((wheel, metadata))
     added: list[str] = []
     unchanged: list[str] = []
     with _locked(index_dir):
@@ -224,10 +235,10 @@ def publish(wheels: list[Path], index_dir: Path) -> PublishResult:
             existing = files / wheel.name
             if not existing.is_file():
                 continue
-            published, offered = sha256_of(existing), sha256_of(wheel)
-            if published != offered:
+            published, digest = sha256_of(existing), offered[wheel.name][1]
+            if published != digest:
                 raise IntegrityError(
-                    f"{existing} exists with sha256 {published}; {wheel} has {offered}",
+                    f"{existing} exists with sha256 {published}; {wheel} has {digest}",
                     hint="a published file never changes: bump the local label (e.g. fastcallspec.2) and rebuild",
                 )
         created: list[Path] = []

@@ -1,6 +1,6 @@
 """Rebase: move the pin to another upstream release, only once the fork is proven on it.
 
-fetch -> analyze -> apply -> build -> equivalence suite on torch -> rewrite the pin.
+fetch -> analyze -> apply -> build (`pipeline.build_fork`, as `forkgen build`) -> equivalence suite on torch -> rewrite the pin.
 Any failure leaves pyproject.toml untouched; the exit code says which stage failed.
 """
 
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import tomlkit
 
-from forkgen import build as build_stage
-from forkgen import patch
+from forkgen import patch, pipeline
 from forkgen.cmd import log, run, tail
 from forkgen.errors import ForkgenError, UsageError, VerificationError
 from forkgen.fetch import fetch
@@ -61,7 +60,7 @@ def run_equivalence(wheel: Path, project: Path, workdir: Path, torch_spec: str) 
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
     installed = run(
-        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel), torch_spec, "pytest", "hypothesis"],
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel), torch_spec, "pytest>=9", "hypothesis"],
         capture=True,
     )
     if installed.returncode != 0:
@@ -73,7 +72,11 @@ def run_equivalence(wheel: Path, project: Path, workdir: Path, torch_spec: str) 
         [python, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
          "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
         cwd=project,
-        env={"KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence")},
+        env={
+            "KERAS_BACKEND": "torch",
+            "FORKGEN_HYPOTHESIS_PROFILE": os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"),
+            "FORKGEN_WHEEL": str(wheel),  # the suite fails closed unless this very wheel is installed
+        },
         capture=True,
     )
     print(tail(result.stdout, 3), file=sys.stderr)
@@ -104,50 +107,56 @@ def rebase(
     *,
     cache_dir: Path,
     workspace: Path,
+    overlay: Path | None = None,
     torch_spec: str = DEFAULT_TORCH_SPEC,
     verify: bool = True,
     extension: bool = True,
 ) -> RebaseResult:
-    """Prove the fork on `pin`, then move the pin in `pyproject` to it."""
+    """Prove the fork on `pin`, then move the pin in `pyproject` to it.
+
+    The wheel is built by `pipeline.build_fork`, the very function `forkgen build` runs, into
+    `workspace/rebase/<distribution>-<version>/`.
+    """
     started = time.monotonic()
     stage = "fetch"
+
+    def enter(name: str) -> None:
+        nonlocal stage
+        stage = name
+
     try:
-        log(f"[1/5] fetch {pin.distribution}=={pin.version}")
-        source = fetch(pin, cache_dir)
-        pinned = Pin(pin.distribution, pin.version, source.sha256, pin.local_label)
         previous = None
         if previous_pin is not None:
             try:
                 previous = patch.analyze(fetch(previous_pin, cache_dir).root)
             except ForkgenError as error:
                 log(f"(the current pin cannot be analysed for comparison: {error.message})")
-        stage = "analyze"
-        log(f"[2/5] analyze {source.root}")
-        anchors = patch.analyze(source.root)
-        log(f"what moved since {previous_pin.version if previous_pin else 'the pin'}:")
-        for line in moved(previous, anchors):
-            log(line)
-        stage = "apply"
         workdir = workspace / "rebase" / f"{pin.distribution}-{pin.version}"
-        tree_dir = workdir / "tree"
-        if tree_dir.exists():
-            shutil.rmtree(tree_dir)
-        log(f"[3/5] apply -> {tree_dir}")
-        tree = patch.apply(source.root, tree_dir, extension=extension)
-        stage = "build"
-        log(f"[4/5] build -> {workdir / 'dist'}")
-        wheel = build_stage.build(tree, source, pinned, workdir / "dist")
+        built = pipeline.build_fork(
+            pin,
+            cache_dir=cache_dir,
+            workspace=workdir,
+            out_dir=workdir / "dist",
+            overlay=overlay,
+            extension=extension,
+            on_stage=enter,
+        )
+        assert built.source is not None  # built from the index, never from a local tree
+        pinned = Pin(pin.distribution, pin.version, built.source.sha256, pin.local_label)
+        log(f"what moved since {previous_pin.version if previous_pin else 'the pin'}:")
+        for line in moved(previous, built.anchors):
+            log(line)
         stage = "verify"
         if verify:
             log("[5/5] equivalence suite on torch")
-            run_equivalence(wheel.path, pyproject.parent, workdir, torch_spec)
+            run_equivalence(built.wheel.path, pyproject.parent, workdir, torch_spec)
         else:
             log("[5/5] equivalence suite skipped (--no-verify): the pin is not rewritten")
-            return RebaseResult(pinned, wheel, anchors, previous, time.monotonic() - started)
+            return RebaseResult(pinned, built.wheel, built.anchors, previous, time.monotonic() - started)
     except ForkgenError as error:
         error.message = f"rebase onto {pin.distribution} {pin.version} failed at {stage}: {error.message}"
         error.hint = (error.hint + "; " if error.hint else "") + f"the pin in {pyproject} is unchanged"
         raise
     rewrite_pin(pyproject, pinned)
     log(f"pin moved to {pin.distribution} {pin.version} (sha256 {pinned.sha256}) in {pyproject}")
-    return RebaseResult(pinned, wheel, anchors, previous, time.monotonic() - started)
+    return RebaseResult(pinned, built.wheel, built.anchors, previous, time.monotonic() - started)

@@ -20,7 +20,8 @@ from typing import Any
 
 from codemods.anchors import BASE_PIECES, LAYER_PY, AnchorDrift, analyze_source
 from codemods.stamp_version import VERSION_PY, read_version
-from forkgen.errors import UpstreamDriftError, UsageError
+from forkgen.errors import UpstreamDriftError
+from forkgen.patch import require_keras_tree
 
 #: The class every reported class derives from (and which is not reported itself).
 LAYER_CLASS = "keras.src.layers.layer.Layer"
@@ -426,8 +427,7 @@ def _is_test_file(relative: str) -> bool:
 
 def read_tree(root: Path) -> dict[str, str]:
     """`{relative path: text}` of `root/keras/src/**/*.py`, tests and test utilities left out."""
-    if not root.is_dir():
-        raise UsageError(f"source tree {root} does not exist or is not a directory")
+    require_keras_tree(root)
     if not (root / LAYER_PY).is_file():
         raise UpstreamDriftError(
             f"upstream drift: {root}: no {LAYER_PY}",

@@ -105,7 +105,7 @@ def last_error(stderr: str) -> str:
 def equivalence(wheel: str, version: str, env_dir: Path) -> str:
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = str(env_dir / "bin" / "python")
-    requirements = [wheel, TORCH_SPEC, "pytest", "hypothesis", *EXTRA_REQUIREMENTS.get(version, [])]
+    requirements = [wheel, TORCH_SPEC, "pytest>=9", "hypothesis", *EXTRA_REQUIREMENTS.get(version, [])]
     installed = subprocess.run([python, "-m", "pip", "install", "-q", *requirements], capture_output=True, text=True)
     if installed.returncode != 0:
         return "not installable: " + last_error(installed.stderr)
@@ -113,7 +113,7 @@ def equivalence(wheel: str, version: str, env_dir: Path) -> str:
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning",
          "tests/equivalence/test_field_matrix.py", "tests/equivalence/test_properties.py"],
         capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": "matrix"},
+        env={**os.environ, "KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": "matrix", "FORKGEN_WHEEL": wheel},
     )
     shutil.rmtree(env_dir, ignore_errors=True)
     summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else "no output"

@@ -1,4 +1,5 @@
-"""The equivalence suite runs against an installed patched Keras (nox -s equivalence).
+"""The equivalence suite runs against an installed patched Keras (nox -s equivalence); under nox
+it fails closed (tests/support/gate.py).
 
 Hypothesis profiles: `equivalence` (default, 500 examples per property),
 `thorough` (5,000) and `matrix` (100, the short run of `nox -s matrix`), chosen
@@ -7,11 +8,12 @@ with `--hypothesis-profile thorough` or FORKGEN_HYPOTHESIS_PROFILE.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support import gate
 
 settings.register_profile(
     "equivalence",
@@ -24,16 +26,12 @@ settings.register_profile("matrix", parent=settings.get_profile("equivalence"), 
 settings.load_profile(os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"))
 
 
-def _patched_keras_installed() -> bool:
-    if importlib.util.find_spec("keras") is None:
-        return False
-    from keras.src.layers import layer
-
-    return hasattr(layer.CallSpec, "_fast")
+def pytest_configure(config: pytest.Config) -> None:
+    gate.enforce("equivalence")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not _patched_keras_installed():
+    if not gate.fork_installed():
         skip = pytest.mark.skip(reason="needs an installed patched Keras: run `nox -s equivalence`")
         for item in items:
             if "tests/equivalence" in str(item.fspath).replace(os.sep, "/"):

@@ -104,10 +104,12 @@ def test_apply_refuses_an_existing_output(tmp_path: Path, capsys: pytest.Capture
     assert files_of(tmp_path / "out") == {"keep.txt": b"mine"}
 
 
-def test_missing_layer_py_is_drift_and_missing_tree_is_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_layer_py_is_drift_and_a_tree_that_is_not_keras_is_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
-    assert run(capsys, "analyze", str(tmp_path / "empty"))[0] == EXIT_DRIFT
+    assert run(capsys, "analyze", str(tmp_path / "empty"))[0] == EXIT_USAGE
     assert run(capsys, "analyze", str(tmp_path / "nowhere"))[0] == EXIT_USAGE
+    (tmp_path / "moved" / "keras" / "src").mkdir(parents=True)
+    assert run(capsys, "analyze", str(tmp_path / "moved"))[0] == EXIT_DRIFT
 
 
 def test_fetch_from_cache_prints_the_source_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -225,7 +227,7 @@ def test_python_dash_m_forkgen_is_the_cli(tmp_path: Path) -> None:
         capture_output=True, text=True, env={**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "1"},
     )
     assert result.returncode == EXIT_FETCH, result.stderr
-    assert "error: pip could not download keras==0.0.404" in result.stderr
+    assert "error: cannot read http://127.0.0.1:9/simple/keras/" in result.stderr
 
 
 SETUP_PY_3_0 = '''\

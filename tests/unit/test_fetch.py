@@ -1,19 +1,26 @@
-"""Fetch stage: hash verification, the cache, and safe unpacking (offline; pip is faked)."""
+"""Fetch stage: nothing from the sdist runs, hash verification, the re-verified cache, safe unpacking.
+
+Offline: the indexes are local (`tests.support.fake_index`).
+"""
 
 from __future__ import annotations
 
 import io
-import subprocess
+import json
+import os
+import shutil
 import tarfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from forkgen import fetch as fetch_mod
-from forkgen.errors import FetchError, IntegrityError
+from forkgen import cli, index
+from forkgen.errors import EXIT_INTEGRITY, EXIT_OK, FetchError, IntegrityError, UsageError
 from forkgen.fetch import fetch, unpack
+from forkgen.index import IndexConfig
 from forkgen.model import Pin
+from tests.support.fake_index import FakeIndex, File, booby_trapped_sdist, keras_sdist, serve
 from tests.support.synthetic import sdist_bytes, sha256
 
 
@@ -34,110 +41,288 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
     return info
 
 
+FILE = (member("keras-1/a/b.py"), b"x = 1\n")
 UNSAFE = {
-    "absolute path": tar_with((member("/etc/evil"), b"x")),
-    "parent directory": tar_with((member("keras-1/../../evil"), b"x")),
-    "symlink escaping": tar_with((member("keras-1/a", b""), b"x"), (member("keras-1/link", tarfile.SYMTYPE, "../../etc/passwd"), None)),
-    "absolute symlink": tar_with((member("keras-1/link", tarfile.SYMTYPE, "/etc/passwd"), None)),
-    "hard link escaping": tar_with((member("keras-1/link", tarfile.LNKTYPE, "../outside"), None)),
-    "device file": tar_with((member("keras-1/dev", tarfile.CHRTYPE), None)),
-    "two top-level entries": tar_with((member("keras-1/a"), b"x"), (member("other/b"), b"y")),
+    "absolute path": (tar_with((member("/etc/evil"), b"x")), "'/etc/evil': absolute path"),
+    "parent directory": (tar_with(FILE, (member("keras-1/../../evil"), b"x")), "'keras-1/../../evil': '..' in the path"),
+    "inner symlink": (tar_with(FILE, (member("keras-1/c.py", tarfile.SYMTYPE, "a/b.py"), None)), "'keras-1/c.py': symbolic link"),
+    "symlink escaping": (tar_with(FILE, (member("keras-1/link", tarfile.SYMTYPE, "../../etc/passwd"), None)), "symbolic link"),
+    "absolute symlink": (tar_with((member("keras-1/link", tarfile.SYMTYPE, "/etc/passwd"), None)), "symbolic link"),
+    # Each link stays inside the tree on its own; together c points two levels above it.
+    "symlink chain": (
+        tar_with(
+            (member("keras-1/a", tarfile.SYMTYPE, "."), None),
+            (member("keras-1/b", tarfile.SYMTYPE, "a/a/.."), None),
+            (member("keras-1/c", tarfile.SYMTYPE, "b/keras-1/b/.."), None),
+            (member("keras-1/c/escaped"), b"x"),
+        ),
+        "'keras-1/a': symbolic link",
+    ),
+    "inner hard link": (tar_with(FILE, (member("keras-1/c.py", tarfile.LNKTYPE, "keras-1/a/b.py"), None)), "hard link"),
+    "hard link escaping": (tar_with((member("keras-1/link", tarfile.LNKTYPE, "../outside"), None)), "hard link"),
+    "character device": (tar_with(FILE, (member("keras-1/dev", tarfile.CHRTYPE), None)), "'keras-1/dev': device"),
+    "block device": (tar_with(FILE, (member("keras-1/dev", tarfile.BLKTYPE), None)), "'keras-1/dev': device"),
+    "FIFO": (tar_with(FILE, (member("keras-1/fifo", tarfile.FIFOTYPE), None)), "'keras-1/fifo': FIFO"),
 }
 
 
 @pytest.mark.parametrize("name", list(UNSAFE))
-def test_unsafe_archives_are_refused_and_leave_nothing(tmp_path: Path, name: str) -> None:
+def test_unsafe_members_are_refused_and_leave_nothing(tmp_path: Path, name: str) -> None:
+    data, message = UNSAFE[name]
     archive = tmp_path / "bad.tar.gz"
-    archive.write_bytes(UNSAFE[name])
-    with pytest.raises(IntegrityError):
-        unpack(archive, tmp_path / "out" / "tree")
-    assert not (tmp_path / "out" / "tree").exists()
-    assert list((tmp_path / "out").iterdir()) == []
+    archive.write_bytes(data)
+    cache = tmp_path / "cache"
+    with pytest.raises(IntegrityError) as caught:
+        unpack(archive, cache / "src" / "tree")
+    assert caught.value.message.startswith("unsafe archive member ")
+    assert message in caught.value.message
+    # Nothing outside the cache, nothing half-unpacked inside it (no destination, no temporary).
+    assert sorted(tmp_path.rglob("*")) == [archive, cache, cache / "src"]
 
 
-def test_safe_archive_with_inner_symlink_unpacks(tmp_path: Path) -> None:
-    archive = tmp_path / "ok.tar.gz"
-    archive.write_bytes(tar_with((member("keras-1/a/b.py"), b"x = 1\n"), (member("keras-1/c.py", tarfile.SYMTYPE, "a/b.py"), None)))
-    root = unpack(archive, tmp_path / "tree")
-    assert root == tmp_path / "tree" / "keras-1"
-    assert (root / "c.py").read_text() == "x = 1\n"
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (tar_with((member("keras-1/a"), b"x"), (member("other/b"), b"y")), "more than one top-level entry"),
+        (tar_with(), "is empty"),
+        (tar_with((member("keras-1"), b"x")), "no top-level directory"),
+        (sdist_bytes()[:200], "corrupt"),
+    ],
+    ids=["two top-level entries", "empty", "top-level file", "corrupt"],
+)
+def test_malformed_archives_are_refused(tmp_path: Path, data: bytes, message: str) -> None:
+    archive = tmp_path / "bad.tar.gz"
+    archive.write_bytes(data)
+    with pytest.raises(IntegrityError, match=message):
+        unpack(archive, tmp_path / "cache" / "tree")
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
-def test_corrupt_archive(tmp_path: Path) -> None:
-    archive = tmp_path / "corrupt.tar.gz"
-    archive.write_bytes(sdist_bytes()[:200])
-    with pytest.raises(IntegrityError, match="corrupt"):
-        unpack(archive, tmp_path / "tree")
-    assert not (tmp_path / "tree").exists()
+# -- the cache -------------------------------------------------------------------------------
+
+SDIST = sdist_bytes()
+PIN = Pin("keras", "3.15.1", sha256(SDIST))
 
 
-def seed_cache(cache: Path, data: bytes, version: str = "3.15.1") -> Path:
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to reach an index fails the test."""
+
+    def no_index() -> IndexConfig:
+        raise AssertionError("the index must not be asked: the archive is cached")
+
+    monkeypatch.setattr(index, "pip_index_config", no_index)
+
+
+def seed_cache(cache: Path, data: bytes = SDIST, version: str = "3.15.1") -> Path:
     path = cache / "sdists" / "keras" / version / f"keras-{version}.tar.gz"
     path.parent.mkdir(parents=True)
     path.write_bytes(data)
     return path
 
 
-def no_pip(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    raise AssertionError("pip must not run when the archive is cached")
-
-
-def test_cached_archive_is_verified_and_reused_without_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = sdist_bytes()
-    seed_cache(tmp_path, data)
-    monkeypatch.setattr(fetch_mod, "run", no_pip)
-    pin = Pin("keras", "3.15.1", sha256(data))
-    source = fetch(pin, tmp_path)
-    assert source.sha256 == sha256(data)
+def test_cached_archive_is_verified_and_reused_offline(tmp_path: Path, offline: None) -> None:
+    seed_cache(tmp_path)
+    source = fetch(PIN, tmp_path)
+    assert source.sha256 == PIN.sha256
+    assert source.root == tmp_path / "src" / PIN.sha256 / "keras-3.15.1"
     assert (source.root / "keras/src/layers/layer.py").is_file()
-    assert fetch(pin, tmp_path).root == source.root  # unpacked once, then reused
+    marker = json.loads((source.root.parent / ".forkgen-complete").read_text())
+    assert marker["archive_sha256"] == PIN.sha256
+    assert fetch(PIN, tmp_path).root == source.root  # unpacked once, then reused
 
 
-def test_cached_archive_with_wrong_hash_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    archive = seed_cache(tmp_path, sdist_bytes())
-    monkeypatch.setattr(fetch_mod, "run", no_pip)
-    with pytest.raises(IntegrityError, match="cached archive") as caught:
+def test_cached_archive_with_wrong_hash_is_refused(tmp_path: Path, offline: None) -> None:
+    archive = seed_cache(tmp_path)
+    with pytest.raises(IntegrityError, match="cached archive .* the pin says") as caught:
         fetch(Pin("keras", "3.15.1", "0" * 64), tmp_path)
     assert str(archive) in caught.value.hint
     assert not (tmp_path / "src").exists()
 
 
-def fake_pip(data: bytes | None, returncode: int = 0, output: str = "") -> Any:
-    def run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        assert args[1:4] == ["-m", "pip", "download"]
-        if data is not None:
-            dest = Path(args[args.index("--dest") + 1])
-            (dest / "keras-3.15.1.tar.gz").write_bytes(data)
-        return subprocess.CompletedProcess(args, returncode, output, "")
-
-    return run
+def tamper_modify(root: Path) -> None:
+    (root / "keras/src/layers/layer.py").write_text("import os; os.system('evil')\n")
 
 
-def test_download_is_verified_before_unpacking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = sdist_bytes()
-    monkeypatch.setattr(fetch_mod, "run", fake_pip(data))
-    source = fetch(Pin("keras", "3.15.1", sha256(data)), tmp_path)
+def tamper_add(root: Path) -> None:
+    (root / "keras/src/sitecustomize.py").write_text("evil = True\n")
+
+
+def tamper_delete(root: Path) -> None:
+    (root / "keras/src/layers/core/dense.py").unlink()
+
+
+def tamper_symlink(root: Path) -> None:
+    (root / "keras/src/layers/layer.py").unlink()
+    (root / "keras/src/layers/layer.py").symlink_to("/etc/hostname")
+
+
+@pytest.mark.parametrize("tamper", [tamper_modify, tamper_add, tamper_delete, tamper_symlink])
+def test_a_changed_unpacked_tree_is_unpacked_again(
+    tmp_path: Path, offline: None, capsys: pytest.CaptureFixture[str], tamper: Callable[[Path], None]
+) -> None:
+    seed_cache(tmp_path)
+    root = fetch(PIN, tmp_path).root
+    pristine = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    tamper(root)
+    assert fetch(PIN, tmp_path).root == root
+    assert {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()} == pristine
+    assert not any(p.is_symlink() for p in root.rglob("*"))
+    assert "its files changed since they were unpacked" in capsys.readouterr().err
+
+
+def test_a_tree_unpacked_from_another_archive_is_unpacked_again(
+    tmp_path: Path, offline: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_cache(tmp_path)
+    root = fetch(PIN, tmp_path).root
+    marker = root.parent / ".forkgen-complete"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "archive_sha256": "1" * 64}))
+    assert fetch(PIN, tmp_path).root == root
+    assert f"unpacked from an archive with sha256 {'1' * 64}" in capsys.readouterr().err
+    assert json.loads(marker.read_text())["archive_sha256"] == PIN.sha256
+    marker.write_text("keras-3.15.1.tar.gz\n")  # the marker of forkgen 0.2
+    fetch(PIN, tmp_path)
+    assert "completion marker is unreadable" in capsys.readouterr().err
+
+
+def test_an_interrupted_unpack_is_redone(tmp_path: Path, offline: None, capsys: pytest.CaptureFixture[str]) -> None:
+    seed_cache(tmp_path)
+    root = fetch(PIN, tmp_path).root
+    destination = root.parent
+    (destination / ".forkgen-complete").unlink()  # killed before the marker was written
+    tamper_modify(root)
+    assert fetch(PIN, tmp_path).root == root
+    assert "no completion marker" in capsys.readouterr().err
+    assert b"evil" not in (root / "keras/src/layers/layer.py").read_bytes()
+    # Killed mid-extraction: a temporary directory beside the destination, which does not exist yet.
+    leftover = destination.parent / f".{destination.name}-k1ll3d"
+    shutil.copytree(destination, leftover)
+    shutil.rmtree(destination)
+    tamper_modify(leftover / "keras-3.15.1")
+    assert fetch(PIN, tmp_path).root == root
+    assert not leftover.exists()
+    assert b"evil" not in (root / "keras/src/layers/layer.py").read_bytes()
+    assert sorted(p.name for p in destination.parent.iterdir()) == [destination.name]
+
+
+# -- downloading -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def keras_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeIndex]:
+    """An index serving SDIST as keras 3.15.1, which fetch uses instead of pip's configuration."""
+    fake = FakeIndex({"keras": [File("keras-3.15.1.tar.gz", SDIST)]})
+    with serve(fake) as url:
+        monkeypatch.setattr(index, "pip_index_config", lambda: IndexConfig(index_url=url))
+        yield fake
+
+
+def cached_files(cache: Path) -> list[str]:
+    return sorted(p.name for p in (cache / "sdists").rglob("*") if p.is_file())
+
+
+def test_download_is_verified_before_unpacking(tmp_path: Path, keras_index: FakeIndex) -> None:
+    source = fetch(PIN, tmp_path)
     assert source.archive == tmp_path / "sdists/keras/3.15.1/keras-3.15.1.tar.gz"
+    assert source.archive.read_bytes() == SDIST
+    assert cached_files(tmp_path) == ["keras-3.15.1.tar.gz", "keras-3.15.1.tar.gz.sha256"]
 
 
-def test_download_with_wrong_hash_is_refused_and_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fetch_mod, "run", fake_pip(sdist_bytes()))
-    with pytest.raises(IntegrityError, match="pin says"):
+def test_download_with_wrong_hash_is_refused_and_not_cached(tmp_path: Path, keras_index: FakeIndex) -> None:
+    with pytest.raises(IntegrityError, match=f"has sha256 {PIN.sha256}, but the pin says 1111"):
         fetch(Pin("keras", "3.15.1", "1" * 64), tmp_path)
-    assert not list((tmp_path / "sdists").rglob("*.tar.gz"))
+    assert cached_files(tmp_path) == []  # neither the archive nor its temporary file
     assert not (tmp_path / "src").exists()
 
 
-def test_pip_failure_is_a_fetch_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    output = "ERROR: No matching distribution found for keras==0.0.404\n"
-    monkeypatch.setattr(fetch_mod, "run", fake_pip(None, 1, output))
-    with pytest.raises(FetchError, match="No matching distribution"):
+def test_unpinned_download_must_match_the_advertised_hash(tmp_path: Path, keras_index: FakeIndex) -> None:
+    keras_index.projects["keras"][0].sha256 = "2" * 64
+    with pytest.raises(IntegrityError, match=f"has sha256 {PIN.sha256}, but the index advertises 2222"):
+        fetch(Pin("keras", "3.15.1", None), tmp_path)
+    assert cached_files(tmp_path) == []
+
+
+def test_unpinned_download_without_advertised_hash_is_used_with_a_warning(
+    tmp_path: Path, keras_index: FakeIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keras_index.projects["keras"][0].sha256 = None
+    source = fetch(Pin("keras", "3.15.1", None), tmp_path)
+    assert source.sha256 == PIN.sha256
+    assert "is NOT verified: the index advertises no sha256" in capsys.readouterr().err
+    assert Path(f"{source.archive}.sha256").read_text().strip() == PIN.sha256
+
+
+def test_unpinned_cached_archive_is_checked_against_its_recorded_hash(
+    tmp_path: Path, keras_index: FakeIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unpinned = Pin("keras", "3.15.1", None)
+    source = fetch(unpinned, tmp_path)
+    assert "matches the one the index advertises" in capsys.readouterr().err
+    keras_index.requests.clear()
+    assert fetch(unpinned, tmp_path).root == source.root
+    assert keras_index.requests == []
+    source.archive.write_bytes(keras_sdist("3.15.1") + b"\0")  # still a valid .tar.gz, but not the one fetched
+    with pytest.raises(IntegrityError, match=r"cached archive .* but it had \w{64} when it was downloaded") as caught:
+        fetch(unpinned, tmp_path)
+    assert f"delete {source.archive}" in caught.value.hint
+
+
+def test_unpinned_cached_archive_without_a_record_is_downloaded_again(tmp_path: Path, keras_index: FakeIndex) -> None:
+    archive = seed_cache(tmp_path, keras_sdist("3.15.1"))
+    source = fetch(Pin("keras", "3.15.1", None), tmp_path)
+    assert source.archive == archive and archive.read_bytes() == SDIST
+
+
+def test_missing_release_is_a_fetch_error(tmp_path: Path, keras_index: FakeIndex) -> None:
+    with pytest.raises(FetchError, match=r"found no sdist \(\.tar\.gz\) of keras==0\.0\.404"):
         fetch(Pin("keras", "0.0.404", None), tmp_path)
 
 
-def test_unpinned_release_uses_the_downloaded_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    data = sdist_bytes()
-    monkeypatch.setattr(fetch_mod, "run", fake_pip(data))
-    source = fetch(Pin("keras", "3.15.1", None), tmp_path)
-    assert source.sha256 == sha256(data)
-    assert "not pinned" in capsys.readouterr().err
+@pytest.mark.parametrize("version", ["../../evil", "3.15.1/../../x", "3.15.1; rm -rf /", ""])
+def test_the_version_is_validated_before_any_path(tmp_path: Path, offline: None, version: str) -> None:
+    with pytest.raises(UsageError, match="not a PEP 440 version"):
+        fetch(Pin("keras", version, None), tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
+# -- the issue: `forkgen fetch` never runs code from the archive -----------------------------
+
+
+@pytest.fixture(params=["http", "file-directory"])
+def trapped_index(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """pip configured (through the environment only) with an index serving a booby-trapped
+    keras 3.15.1; yields the marker its setup.py and build backend would create."""
+    marker = tmp_path / "EXECUTED"
+    fake = FakeIndex({"keras": [File("keras-3.15.1.tar.gz", booby_trapped_sdist(marker))]})
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FORKGEN_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    if request.param == "http":
+        with serve(fake) as url:
+            monkeypatch.setenv("PIP_INDEX_URL", url)
+            yield marker
+    else:
+        monkeypatch.setenv("PIP_INDEX_URL", fake.write(tmp_path / "mirror").as_uri())
+        yield marker
+
+
+def test_fetch_never_runs_code_from_the_sdist(
+    trapped_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["fetch", "--version", "3.15.1", "--sha256", "3" * 64]) == EXIT_INTEGRITY
+    assert "but the pin says 3333" in capsys.readouterr().err
+    assert not trapped_index.exists()
+    assert cached_files(tmp_path / "cache") == []
+
+    assert cli.main(["fetch", "--version", "3.15.1"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    root = Path(out[-1])
+    assert root.parent.parent == tmp_path / "cache" / "src"
+    assert (root / "setup.py").is_file() and (root / "_build/trap_backend.py").is_file()
+    assert not trapped_index.exists()

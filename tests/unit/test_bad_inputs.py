@@ -3,14 +3,16 @@ that nothing was read or written where it should not be (offline, synthetic tree
 
 from __future__ import annotations
 
+import os
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from forkgen import cli, pipeline, rebase
 from forkgen.errors import EXIT_DRIFT, EXIT_INTEGRITY, EXIT_USAGE
+from tests.support.fake_index import FakeIndex, File, keras_sdist, serve
 from tests.support.synthetic import sdist_bytes, sha256, tree_files, write_tree
 
 PIN = '[tool.forkgen]\ndistribution = "keras"\nversion = "{version}"\nsha256 = "{sha}"\n'
@@ -193,3 +195,58 @@ def test_rebase_honours_config_and_builds_through_the_build_path(
         metadata = archive.read("keras-3.15.1+fastcallspec.2.dist-info/METADATA").decode()
     assert "The fork's own long description." in metadata  # the overlay, as `forkgen build` has it
     assert 'version = "3.15.1"' in config.read_text()
+
+
+# --version latest, and another distribution than the pinned one without --version.
+
+
+def nightly_sdist(version: str) -> bytes:
+    files = tree_files(version=version)
+    files["pyproject.toml"] = files["pyproject.toml"].replace('name = "keras"', 'name = "keras-nightly"')
+    return sdist_bytes(files, top=f"keras_nightly-{version}")
+
+
+@pytest.fixture
+def nightly_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    nightlies = ["3.16.0.dev2026102504", "3.16.0.dev2026102704", "3.9.0.dev2025042303"]
+    fake = FakeIndex({
+        "keras-nightly": [File(f"keras_nightly-{v}.tar.gz", nightly_sdist(v)) for v in nightlies],
+        "keras": [File(f"keras-{v}.tar.gz", keras_sdist(v)) for v in ("3.14.1", "3.15.1", "3.16.0rc1")],
+    })
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(name, raising=False)
+    with serve(fake) as url:
+        monkeypatch.setenv("PIP_INDEX_URL", url)
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("argv", "resolved"),
+    [
+        (["--distribution", "keras-nightly"], "keras-nightly 3.16.0.dev2026102704"),
+        (["--distribution", "keras-nightly", "--version", "latest"], "keras-nightly 3.16.0.dev2026102704"),
+        (["--version", "latest"], "keras 3.15.1"),  # the newest final release, not the release candidate
+    ],
+)
+@pytest.mark.parametrize("command", ["fetch", "build"])
+def test_latest_is_resolved_on_the_index_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nightly_index: str, command: str, argv: list[str], resolved: str
+) -> None:
+    config = config_elsewhere(tmp_path, "3.14.1", "0" * 64)
+    assert cli.main([command, *argv, "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    dist, version = resolved.split()
+    assert f"newest {dist} on the index: {version}" in err
+    assert "is not pinned: sha256" in err  # trust on first use, against the index's advertised hash
+    assert version in out.strip().splitlines()[-1]
+
+
+def test_rebase_without_a_version_moves_to_the_newest_nightly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nightly_index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config_elsewhere(tmp_path, "3.14.1", "0" * 64)
+    monkeypatch.setattr(rebase, "run_equivalence", lambda *args: None)
+    assert cli.main(["rebase", "--distribution", "keras-nightly", "--config", str(config)]) == 0
+    text = config.read_text()
+    assert 'distribution = "keras-nightly"' in text and 'version = "3.16.0.dev2026102704"' in text

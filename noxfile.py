@@ -8,6 +8,7 @@ overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 
@@ -45,15 +46,16 @@ UPSTREAM_TARGETS: dict[str, list[str]] = {
 }
 
 
-def pinned_wheel() -> Path:
-    """Where `nox -s build_fork` leaves the wheel of the pinned release."""
+#: The wheel `build_fork` built in this nox run (every session that tests the fork requires it).
+BUILT: dict[str, Path] = {}
+
+
+def pinned_wheel() -> Path | None:
+    """FORKGEN_WHEEL, else the wheel `build_fork` printed in this run (its label names the series)."""
     explicit = os.environ.get("FORKGEN_WHEEL")
     if explicit:
         return Path(explicit).resolve()
-    pinned = pin()
-    label = os.environ.get("FORKGEN_LOCAL_LABEL", pinned.get("local-label", "fastcallspec.2"))
-    name = pinned["distribution"].replace("-", "_")
-    return ROOT / "patched_keras" / "dist" / f"{name}-{pinned['version']}+{label}-py3-none-any.whl"
+    return BUILT.get("wheel")
 
 
 def pin() -> dict[str, str]:
@@ -66,8 +68,8 @@ def fork_wheel(session: nox.Session) -> Path:
     has just built from this checkout, or FORKGEN_WHEEL. Whether it is current and installed
     is checked by the session's tests (tests/support/gate.py), which fail closed."""
     wheel = pinned_wheel()
-    if not wheel.is_file():
-        session.error(f"{wheel} does not exist: `nox -s build_fork` builds it (or unset FORKGEN_WHEEL)")
+    if wheel is None or not wheel.is_file():
+        session.error(f"no fork wheel ({wheel or 'build_fork did not run'}): `nox -s build_fork` builds it")
     return wheel
 
 
@@ -98,7 +100,14 @@ def integration(session: nox.Session) -> None:
 def build_fork(session: nox.Session) -> None:
     """Build the fork's wheel into patched_keras/dist/ (extra args go to `forkgen build`)."""
     session.install(".")
-    session.run("forkgen", "build", *session.posargs)
+    # Extra arguments are for `forkgen build` only when build_fork itself was asked for; pulled in
+    # through `requires=` (e.g. `nox -s equivalence -- --hypothesis-profile thorough`), they are
+    # the other session's.
+    args = session.posargs if "build_fork" in " ".join(sys.argv) else []
+    output = session.run("forkgen", "build", *args, silent=True)
+    print(output, end="")
+    # The last line is the wheel's path: the sessions that require build_fork test that one.
+    BUILT["wheel"] = Path(str(output).strip().splitlines()[-1])
 
 
 @nox.session(python=PYTHON, requires=["build_fork"])

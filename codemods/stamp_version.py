@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 import libcst.matchers as m
 
-from codemods.anchors import AnchorDrift
+from codemods.patchlib import AnchorDrift
 
 #: Where every Keras 3 sdist keeps `__version__`.
 VERSION_PY = "keras/src/version.py"

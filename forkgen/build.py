@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 import forkgen
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
+from codemods.patchlib import AnchorDrift
 from codemods.stamp_version import (
     OTHER_VERSION_SOURCES,
     VERSION_PY,
@@ -52,7 +52,8 @@ def source_date_epoch(source: Source | None) -> int:
 def make_provenance(
     source: Source | None, tree: PatchedTree, pin: Pin, version: str, epoch: int
 ) -> dict[str, Any]:
-    layer = (tree.root / LAYER_PY).read_bytes()
+    analysis = tree.analysis
+    patched = sorted({*analysis.files, *(f for p in analysis.applied for f in p.files)})
     return {
         "upstream": {
             "distribution": pin.distribution,
@@ -61,14 +62,20 @@ def make_provenance(
             "sdist": source.archive.name if source else None,
         },
         "fork_version": version,
-        "callspec_variant": tree.variant,
+        "callspec_variant": analysis.callspec_variant,
         "codemods": {name: codemod_version for name, codemod_version in tree.codemods},
-        "training_fast_path": tree.extension,
+        # Every patch of the selection with its outcome on this release, in series order.
+        "patches": [
+            {"name": p.name, "version": p.version, "outcome": p.outcome, "origin": p.origin, "forwarded": p.forwarded}
+            for p in analysis.patches
+        ],
+        "series_label": analysis.label,
+        "training_fast_path": any(p.name == "callspec-training-fast-path" for p in analysis.applied),
         "forkgen_version": forkgen.__version__,
         "codemods_digest": codemods_digest(),
         "source_date_epoch": epoch,
         "build_timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(),
-        "patched_files": {LAYER_PY: hashlib.sha256(layer).hexdigest()},
+        "patched_files": {f: hashlib.sha256((tree.root / f).read_bytes()).hexdigest() for f in patched},
     }
 
 
@@ -118,13 +125,13 @@ def _normalise_wheel(path: Path, epoch: int) -> None:
 
 
 def _check_wheel(path: Path, pin: Pin, version: str, provenance: dict[str, Any]) -> None:
-    """The built wheel must carry the version, the provenance and the whole patch."""
+    """The built wheel must carry the version, the provenance and every patched file as patched."""
     name, wheel_version, _, _ = parse_wheel_filename(path.name)
     if canonicalize_name(name) != canonicalize_name(pin.distribution) or str(wheel_version) != version:
         raise BuildError(f"built {path.name}, expected {pin.distribution} {version}")
     with zipfile.ZipFile(path) as wheel:
         names = set(wheel.namelist())
-        for required in (LAYER_PY, PROVENANCE_PY, VERSION_PY):
+        for required in (PROVENANCE_PY, VERSION_PY, *provenance["patched_files"]):
             if required not in names:
                 raise BuildError(f"built wheel {path.name} lacks {required}")
         metadata_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -133,12 +140,9 @@ def _check_wheel(path: Path, pin: Pin, version: str, provenance: dict[str, Any])
             raise BuildError(f"built wheel says version {metadata['Version']}, expected {version}")
         if parse_module(wheel.read(PROVENANCE_PY).decode("utf-8")) != provenance:
             raise BuildError(f"built wheel {path.name} carries different provenance")
-        try:
-            analysis = analyze_source(wheel.read(LAYER_PY).decode("utf-8"))
-        except AnchorDrift as error:
-            raise BuildError(f"the layer.py in the built wheel does not analyse: {error}") from None
-        if not analysis.has_pieces(bool(provenance["training_fast_path"])):
-            raise BuildError(f"the layer.py in the built wheel does not carry the patch as asked: {analysis.applied}")
+        for relative, digest in provenance["patched_files"].items():
+            if hashlib.sha256(wheel.read(relative)).hexdigest() != digest:
+                raise BuildError(f"{relative} in the built wheel is not the patched file")
 
 
 def build(
@@ -156,7 +160,7 @@ def build(
             f"the overlay directory {overlay} ([tool.forkgen] overlay) does not exist",
             hint="restore it (it holds the fork's README, the wheel's long description) or remove the setting",
         )
-    version = fork_version(pin.version, pin.local_label)
+    version = fork_version(pin.version, pin.local_label or tree.analysis.label)
     epoch = source_date_epoch(source)
     provenance = make_provenance(source, tree, pin, version, epoch)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import forkgen
-from codemods.anchors import BASE_PIECES
+from codemods import series as series_mod
+from codemods.patchlib import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import patch, pipeline, provenance, verify
@@ -22,7 +23,7 @@ from forkgen import report as report_mod
 from forkgen.cmd import log
 from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError, VerificationError
 from forkgen.fetch import default_cache_dir, fetch
-from forkgen.model import Anchors, Pin
+from forkgen.model import Analysis, PatchOutcome, Pin
 
 EPILOG = """\
 exit codes:
@@ -66,21 +67,42 @@ def _release(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
 
 
-def _extension(parser: argparse.ArgumentParser) -> None:
+EXTENSION = "callspec-training-fast-path"
+
+
+def _selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--patch", dest="patches", action="append", default=[], metavar="NAME",
+        help="apply only the named patches (repeatable; default: [tool.forkgen] patches, else the whole series)",
+    )
+    parser.add_argument(
+        "--without-patch", dest="without", action="append", default=[], metavar="NAME",
+        help="leave out the named patch (repeatable)",
+    )
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--no-training-fast-path",
         dest="training_fast_path",
         action="store_false",
         default=None,
-        help="leave out the extension: calls with several positional tensors or training=<bool> keep the slow path "
-        "(default: [tool.forkgen] training-fast-path, true)",
+        help=f"the same as --without-patch {EXTENSION} (default: [tool.forkgen] training-fast-path, true)",
     )
-    group.add_argument("--training-fast-path", dest="training_fast_path", action="store_true", help="add the extension (the default)")
+    group.add_argument(
+        "--training-fast-path", dest="training_fast_path", action="store_true",
+        help=f"keep {EXTENSION} even when the configuration says training-fast-path = false",
+    )
 
 
-def _training_fast_path(args: argparse.Namespace, cfg: config_mod.Config) -> bool:
-    return cfg.training_fast_path if args.training_fast_path is None else bool(args.training_fast_path)
+def _selected(args: argparse.Namespace, cfg: config_mod.Config) -> tuple[Patch, ...]:
+    """The patches of this run: the configuration's, then the command line's."""
+    without = list(args.without)
+    keep_extension = cfg.training_fast_path if args.training_fast_path is None else bool(args.training_fast_path)
+    if not keep_extension:
+        without.append(EXTENSION)
+    configured = list(cfg.patches) if cfg.patches is not None else None
+    if configured is not None and args.training_fast_path and EXTENSION not in configured:
+        configured.append(EXTENSION)
+    return patch.selection(configured, args.patches, without)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -101,7 +123,12 @@ def make_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    _extension(p)
+    _selection(p)
+
+    p = sub.add_parser("series", help="list the patch series with its DEP-3 headers, as quilt series does")
+    _common(p)
+    _selection(p)
+    p.add_argument("--json", action="store_true", help="print the series as JSON")
 
     p = sub.add_parser("report", help="every Layer subclass, its call() signature and which call shapes take the fast path")
     _no_config(p)
@@ -112,7 +139,7 @@ def make_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory (must not exist)")
-    _extension(p)
+    _selection(p)
 
     p = sub.add_parser("build", help="fetch, analyze, apply and build the wheel; print its path")
     _common(p)
@@ -121,7 +148,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, metavar="DIR", help="where the wheel goes (default: patched_keras/dist/)")
     p.add_argument("--local-label", help="PEP 440 local label (default: the pin's, or $FORKGEN_LOCAL_LABEL)")
     p.add_argument("--isolated-build", action="store_true", help="build in an isolated environment (downloads the build backend)")
-    _extension(p)
+    _selection(p)
 
     p = sub.add_parser("rebase", help="prove the fork on another release, then move the pin to it")
     _common(p)
@@ -134,7 +161,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
     p.add_argument("--torch-spec", default=None, help="torch requirement of the equivalence run (default: $FORKGEN_TORCH_SPEC or torch==2.13.0)")
     p.add_argument("--no-verify", action="store_true", help="stop after building; do not run the equivalence suite nor move the pin")
-    _extension(p)
+    _selection(p)
 
     p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
     _no_config(p)
@@ -201,56 +228,91 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _anchors_json(anchors: Anchors) -> dict[str, Any]:
+def _analysis_json(analysis: Analysis) -> dict[str, Any]:
     return {
-        "source": str(anchors.root),
-        "file": anchors.path,
-        "variant": anchors.variant,
-        "status": _status(anchors),
-        "anchors": [
-            {"name": a.name, "file": anchors.path, "line": a.line, "description": a.description}
-            for a in anchors.anchors
+        "source": str(analysis.root),
+        "release": analysis.release,
+        "callspec_variant": analysis.callspec_variant,
+        "label": analysis.label,
+        "patches": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "outcome": p.outcome,
+                "present": p.present,
+                "detail": p.detail,
+                "files": list(p.files),
+                "anchors": [
+                    {"name": a.name, "file": a.path or p.files[0], "line": a.line, "description": a.description}
+                    for a in p.anchors
+                ],
+            }
+            for p in analysis.patches
         ],
-        "applied": anchors.applied,
-        "required_names": list(anchors.required_names),
+        "changes": sorted(analysis.files),
     }
 
 
-def _status(anchors: Anchors) -> str:
-    """"patched" when the base patch is complete (the extension is reported on its own)."""
-    if all(anchors.applied[p] for p in BASE_PIECES):
-        return "patched"
-    if any(anchors.applied.values()):
-        return "partially patched"
-    return "unpatched"
+def _state(outcome: PatchOutcome) -> str:
+    if outcome.outcome == "applied":
+        return "applied (already in the tree)" if outcome.present else "applied (can be applied)"
+    return outcome.outcome
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    selected = _selected(args, config_mod.load(args.config))
     try:
-        extension = _training_fast_path(args, config_mod.load(args.config))
-        anchors = patch.analyze(args.src)
-    except ForkgenError as error:
+        analysis = patch.analyze_series(args.src, selected)
+        error = patch.drift_error(analysis)
+    except ForkgenError as failure:
         if args.json:
-            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": failure.exit_code, "error": failure.message}, indent=2))
         raise
     if args.json:
-        print(json.dumps({"ok": True, **_anchors_json(anchors)}, indent=2))
-        return EXIT_OK
-    print(f"{anchors.path}: CallSpec variant {anchors.variant}")
-    for a in anchors.anchors:
-        print(f"  {anchors.path}:{a.line}: {a.name}: {a.description}")
-    print(f"  names the inserted code uses, all bound: {', '.join(anchors.required_names)}")
-    pieces = ", ".join(f"{k} {'present' if v else 'absent'}" for k, v in anchors.applied.items())
-    print(f"  patch: {_status(anchors)} ({pieces})")
-    if _status(anchors) != "patched":
-        print("the patch can be applied" + ("" if extension else " (without the extension, as configured)"))
-    elif not anchors.applied["extension"]:
-        print(
-            "the base patch is applied; the extension (several positional tensors, training=<bool>) can be added"
-            if extension else "the base patch is applied; the extension is left out, as configured"
-        )
+        document = {"ok": error is None, **_analysis_json(analysis)}
+        if error is not None:
+            document.update(exit_code=error.exit_code, error=error.message)
+        print(json.dumps(document, indent=2))
     else:
-        print("the patch is already applied, with the extension")
+        print(f"{args.src}: keras {analysis.release or '(no version)'}"
+              + (f", CallSpec variant {analysis.callspec_variant}" if analysis.callspec_variant else ""))
+        for outcome in analysis.patches:
+            print(f"  {outcome.name} {outcome.version}: {_state(outcome)}: {outcome.detail}")
+            for a in outcome.anchors:
+                print(f"    {a.path or outcome.files[0]}:{a.line}: {a.name}: {a.description}")
+        if error is None:
+            print(f"the series can be applied: wheel label {analysis.label}" if analysis.changed
+                  else f"the tree already carries every applied patch: wheel label {analysis.label}")
+    if error is not None:
+        raise error
+    return EXIT_OK
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    selected = {p.name for p in _selected(args, config_mod.load(args.config))}
+    patches = series_mod.load_series()
+    if args.json:
+        print(json.dumps([
+            {"name": p.name, "version": p.version, "selected": p.name in selected, "files": list(p.files),
+             "requires": list(p.requires), "since": p.since, "switch": p.switch,
+             "codemods": p.codemod_versions(), **{k.replace("_", "-"): v for k, v in vars(p.headers).items()}}
+            for p in patches
+        ], indent=2))
+        return EXIT_OK
+    for p in patches:
+        mark = " " if p.name in selected else "-"
+        h = p.headers
+        print(f"{mark} {p.name} {p.version}")
+        print(f"    Description: {h.description}")
+        print(f"    Origin: {h.origin}")
+        if h.bug:
+            print(f"    Bug: {h.bug}")
+        print(f"    Forwarded: {h.forwarded}")
+        print(f"    Applied-Upstream: {h.applied_upstream or 'no'}")
+        print(f"    Last-Update: {h.last_update}")
+        print(f"    Files: {', '.join(p.files)}" + (f"; requires {', '.join(p.requires)}" if p.requires else "")
+              + (f"; since Keras {p.since}" if p.since else "") + (f"; switch {p.switch}=0" if p.switch else ""))
+    print(f"({len(selected)} of {len(patches)} selected; '-' marks the ones left out)")
     return EXIT_OK
 
 
@@ -269,7 +331,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    tree = patch.apply(args.src, args.out, extension=_training_fast_path(args, config_mod.load(args.config)))
+    tree = patch.apply(args.src, args.out, _selected(args, config_mod.load(args.config)))
     if not tree.changed:
         print("already patched: nothing changed", file=sys.stderr)
     print(tree.root)
@@ -293,7 +355,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         source_root=args.source,
         overlay=cfg.overlay,
         isolated=args.isolated_build,
-        extension=_training_fast_path(args, cfg),
+        selected=_selected(args, cfg),
     )
     print(built.wheel.path)
     return EXIT_OK
@@ -316,6 +378,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"CallSpec variant: {data.get('callspec_variant')}")
     training = data.get("training_fast_path")
     print(f"training fast path: {'yes' if training else 'no' if training is False else 'not recorded (built before forkgen 0.2)'}")
+    print("patches:")
+    for item in data.get("patches", []):
+        print(f"  {item['name']} {item['version']}: {item['outcome']}  (origin: {item['origin']})")
+    if "series_label" in data:
+        print(f"series label:     {data['series_label']}")
     print("codemods:")
     for name, version in sorted(data.get("codemods", {}).items()):
         print(f"  {name} {version}")
@@ -348,7 +415,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
         overlay=cfg.overlay,
         torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
         verify=not args.no_verify,
-        extension=_training_fast_path(args, cfg),
+        selected=_selected(args, cfg),
     )
     print(result.wheel.path)
     return EXIT_OK
@@ -360,6 +427,7 @@ def cmd_compare_tests(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "series": cmd_series,
     "rebase": cmd_rebase,
     "compare-tests": cmd_compare_tests,
     "fetch": cmd_fetch,

@@ -28,6 +28,8 @@ class Config:
     overlay: Path | None
     #: Whether builds add the fast-path extension (several positional tensors, `training=<bool>`).
     training_fast_path: bool = True
+    #: `patches = [...]`: the patches a build applies (None: the whole series).
+    patches: tuple[str, ...] | None = None
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -105,17 +107,21 @@ def load(path: Path | None = None) -> Config:
         distribution=distribution,
         version=validate_version(str(table["version"]), f"{where} version"),
         sha256=validate_sha256(str(table["sha256"]), f"{where} sha256"),
-        local_label=validate_label(str(table.get("local-label", "fastcallspec.2")), f"{where} local-label"),
+        local_label=validate_label(str(table["local-label"]), f"{where} local-label") if "local-label" in table else None,
     )
     overlay = table.get("overlay")
     training = table.get("training-fast-path", True)
     if not isinstance(training, bool):
         raise UsageError(f"{where}: training-fast-path must be true or false")
+    patches = table.get("patches")
+    if patches is not None and not (isinstance(patches, list) and all(isinstance(p, str) for p in patches)):
+        raise UsageError(f"{where}: patches must be a list of patch names", hint="`forkgen series` lists them")
     return Config(
         path=path,
         pin=pin,
         overlay=(path.parent / str(overlay)) if overlay else None,
         training_fast_path=training,
+        patches=tuple(patches) if patches is not None else None,
     )
 
 
@@ -146,10 +152,7 @@ def resolve_pin(
     pinned_sha = base.sha256 if same_release and base is not None else None
     if sha256 is not None:
         pinned_sha = validate_sha256(sha256, "--sha256")
-    label = (
-        local_label
-        or os.environ.get("FORKGEN_LOCAL_LABEL")
-        or (base.local_label if base else "fastcallspec.2")
-    )
-    label = validate_label(label, "local label")
+    label = local_label or os.environ.get("FORKGEN_LOCAL_LABEL") or (base.local_label if base else None)
+    if label is not None:
+        label = validate_label(label, "local label")
     return Pin(distribution=dist, version=ver, sha256=pinned_sha, local_label=label)

@@ -1,101 +1,148 @@
-"""Analyze and apply stages: run the codemods over a source tree, atomically."""
+"""Analyze and apply stages: run the patch series over a source tree, atomically."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_source
-from codemods.patch import PatchRefused, codemod_versions, patch_source
+from codemods import series
+from codemods.callspec_fast_path.anchors import LAYER_PY
+from codemods.patchlib import Patch
+from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.cmd import log
 from forkgen.errors import UpstreamDriftError, UsageError
-from forkgen.model import Anchors, PatchedTree
-
-
-def _drift(error: AnchorDrift) -> UpstreamDriftError:
-    return UpstreamDriftError(f"upstream drift: {error}")
+from forkgen.model import Analysis, PatchedTree, PatchOutcome
 
 
 def require_keras_tree(root: Path) -> None:
     """Refuse (usage error, exit 2) a `root` that is not a Keras 3 source tree at all.
 
     A Keras 3 tree, whether an unpacked sdist or a site-packages directory, holds the package
-    `keras/src/`; one that has it but lacks the code the patch needs is upstream drift (exit 5),
+    `keras/src/`; one that has it but lacks the code a patch needs is upstream drift (exit 5),
     reported by the caller.
     """
     if not root.is_dir():
         raise UsageError(f"source tree {root} does not exist or is not a directory")
     if (root / "keras" / "src").is_dir():
         return
-    inner = sorted(p for p in root.iterdir() if (p / "keras" / "src").is_dir()) if root.is_dir() else []
+    inner = sorted(p for p in root.iterdir() if (p / "keras" / "src").is_dir())
     hint = "SRC is the root of an unpacked Keras 3 sdist (what `forkgen fetch` prints) or a site-packages directory"
     if len(inner) == 1:
         hint = f"did you mean {inner[0]}? " + hint
     raise UsageError(f"{root} is not a Keras source tree (it has no keras/src/)", hint=hint)
 
 
-def _read_layer(root: Path) -> str:
+def _reader(root: Path) -> Callable[[str], str | None]:
+    def read(relative: str) -> str | None:
+        path = root / relative
+        return path.read_bytes().decode("utf-8") if path.is_file() else None
+
+    return read
+
+
+def selection(
+    configured: Sequence[str] | None = None, only: Sequence[str] = (), without: Sequence[str] = ()
+) -> tuple[Patch, ...]:
+    """The patches to apply: [tool.forkgen] patches, then --patch / --without-patch."""
+    try:
+        return series.select(series.load_series(), configured, only, without)
+    except series.SelectionError as error:
+        raise UsageError(str(error), hint="`forkgen series` lists the patches") from None
+
+
+def analyze_series(root: Path, selected: Sequence[Patch] | None = None) -> Analysis:
+    """Every selected patch's outcome on the tree at `root` (drift included, not raised)."""
     require_keras_tree(root)
-    layer = root / LAYER_PY
-    if not layer.is_file():
+    chosen = tuple(selected) if selected is not None else selection()
+    version_py = root / VERSION_PY
+    release = read_version(version_py.read_text(encoding="utf-8")) if version_py.is_file() else None
+    if not (root / LAYER_PY).is_file():
         raise UpstreamDriftError(
             f"upstream drift: {root}: no {LAYER_PY}",
             hint="this Keras tree keeps Layer elsewhere: pin a release forkgen supports",
         )
-    return layer.read_bytes().decode("utf-8")
-
-
-def analyze(root: Path) -> Anchors:
-    """Locate every anchor of the patch in the tree at `root`."""
-    try:
-        analysis = analyze_source(_read_layer(root), LAYER_PY)
-    except AnchorDrift as error:
-        raise _drift(error) from None
-    return Anchors(
+    result = series.run(_reader(root), chosen, release=release, series=series.load_series())
+    if result.present_but_unselected:
+        raise UsageError(
+            f"{root} already carries {', '.join(result.present_but_unselected)}, which the selection leaves out; "
+            "forkgen adds code and never removes it",
+            hint="build from the unpatched upstream tree, or keep those patches selected",
+        )
+    outcomes = tuple(
+        PatchOutcome(
+            name=r.patch.name,
+            version=r.patch.version,
+            outcome=r.outcome.value,
+            present=r.check.present,
+            detail=r.check.detail,
+            anchors=r.check.anchors,
+            files=r.patch.files,
+            codemods=tuple(r.patch.codemod_versions().items()),
+            origin=r.patch.headers.origin,
+            forwarded=r.patch.headers.forwarded,
+        )
+        for r in result.results
+    )
+    variant = next((r.check.facts["callspec_variant"] for r in result.results if "callspec_variant" in r.check.facts), None)
+    return Analysis(
         root=root,
-        path=analysis.path,
-        variant=analysis.variant,
-        anchors=analysis.anchors,
-        applied=dict(analysis.applied),
-        required_names=analysis.required_names,
+        release=release,
+        patches=outcomes,
+        files=result.files,
+        label=result.label(),
+        callspec_variant=variant,
     )
 
 
-def apply(root: Path, out: Path, *, extension: bool = True) -> PatchedTree:
-    """Write the patched copy of the tree at `root` to `out`, which must not exist;
-    with the fast-path extension (several positional tensors, `training=<bool>`)
-    unless `extension` is False.
+def drift_error(analysis: Analysis) -> UpstreamDriftError | None:
+    """The error for every drifted patch of `analysis` (None when none drifted)."""
+    if not analysis.drifts:
+        return None
+    lines = [f"upstream drift: {p.detail}" + (f" (patch {p.name})" if len(analysis.patches) > 1 else "") for p in analysis.drifts]
+    return UpstreamDriftError("\n".join(lines))
+
+
+def analyze(root: Path, selected: Sequence[Patch] | None = None) -> Analysis:
+    """Every selected patch's outcome on the tree at `root`; raise on drift."""
+    analysis = analyze_series(root, selected)
+    error = drift_error(analysis)
+    if error is not None:
+        raise error
+    return analysis
+
+
+def write(analysis: Analysis, out: Path) -> PatchedTree:
+    """Write the patched copy of `analysis.root` to `out`, which must not exist.
 
     `out` appears only once complete: the copy is made next to it and renamed.
     """
     if out.exists():
         raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
-    source = _read_layer(root)
-    try:
-        result = patch_source(source, LAYER_PY, extension=extension)
-    except AnchorDrift as error:
-        raise _drift(error) from None
-    except PatchRefused as error:
-        raise UsageError(str(error), hint="build from the unpatched upstream tree, or leave the extension on") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
     try:
         staged = tmp / "tree"
-        shutil.copytree(root, staged, symlinks=True)
-        (staged / LAYER_PY).write_bytes(result.source.encode("utf-8"))
+        shutil.copytree(analysis.root, staged, symlinks=True)
+        for relative, text in analysis.files.items():
+            (staged / relative).write_bytes(text.encode("utf-8"))
         os.replace(staged, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if result.changed:
-        log(f"patched {LAYER_PY} (variant {result.variant}): {', '.join(result.applied)}")
+    for patch in analysis.patches:
+        state = "already in the tree" if patch.present else patch.outcome
+        log(f"  {patch.name} {patch.version}: {state}" + (f" ({patch.detail})" if patch.outcome != "applied" else ""))
+    if analysis.changed:
+        log(f"patched {', '.join(sorted(analysis.files))}")
     else:
-        log(f"{LAYER_PY} is already patched; nothing changed")
-    return PatchedTree(
-        root=out,
-        variant=result.variant,
-        codemods=codemod_versions(extension),
-        changed=result.changed,
-        extension=extension,
-    )
+        log("the tree already carries every applied patch; nothing changed")
+    return PatchedTree(root=out, analysis=analysis)
+
+
+def apply(root: Path, out: Path, selected: Sequence[Patch] | None = None) -> PatchedTree:
+    """Analyze the tree at `root` and write its patched copy to `out` (see `write`)."""
+    if out.exists():
+        raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
+    return write(analyze(root, selected), out)

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from codemods.patchlib import Patch
 from forkgen import build as build_stage
 from forkgen import patch
 from forkgen.cmd import log
 from forkgen.errors import UsageError
 from forkgen.fetch import fetch
-from forkgen.model import Anchors, PatchedTree, Pin, Source, Wheel
+from forkgen.model import Analysis, PatchedTree, Pin, Source, Wheel
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class BuildResult:
     """What each stage of one build produced."""
 
     source: Source | None
-    anchors: Anchors
+    analysis: Analysis
     tree: PatchedTree
     wheel: Wheel
 
@@ -53,7 +54,7 @@ def build_fork(
     source_root: Path | None = None,
     overlay: Path | None = None,
     isolated: bool = False,
-    extension: bool = True,
+    selected: Sequence[Patch] | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Fetch (or take `source_root`), analyze, apply and build into `out_dir`.
@@ -75,17 +76,19 @@ def build_fork(
         log(f"[1/4] fetch skipped: building from the local tree {source_root} (no sdist sha256 in the provenance)")
     stage("analyze")
     log(f"[2/4] analyze {source_root}")
-    anchors = patch.analyze(source_root)
-    for anchor in anchors.anchors:
-        log(f"  {anchors.path}:{anchor.line}: {anchor.name}: {anchor.description}")
+    analysis = patch.analyze(source_root, selected)
+    for outcome in analysis.patches:
+        log(f"  {outcome.name} {outcome.version}: {outcome.outcome} ({outcome.detail})")
+        for anchor in outcome.anchors:
+            log(f"    {anchor.path or outcome.files[0]}:{anchor.line}: {anchor.name}: {anchor.description}")
     stage("apply")
     tree_dir = workspace / "build" / source_root.name
     log(f"[3/4] apply -> {tree_dir}")
     if tree_dir.exists():
         shutil.rmtree(tree_dir)
-    tree = patch.apply(source_root, tree_dir, extension=extension)
+    tree = patch.write(analysis, tree_dir)
     stage("build")
     log(f"[4/4] build -> {out_dir}")
     wheel = build_stage.build(tree, source, pin, out_dir, overlay=overlay, isolated=isolated)
     log(f"built {wheel.path.name} (sha256 {wheel.sha256}) in {time.monotonic() - started:.1f} s")
-    return BuildResult(source=source, anchors=anchors, tree=tree, wheel=wheel)
+    return BuildResult(source=source, analysis=analysis, tree=tree, wheel=wheel)

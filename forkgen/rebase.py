@@ -11,16 +11,18 @@ import shutil
 import sys
 import time
 import venv
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
 
+from codemods.patchlib import Patch
 from forkgen import patch, pipeline
 from forkgen.cmd import log, run, tail
 from forkgen.errors import ForkgenError, UsageError, VerificationError
 from forkgen.fetch import fetch
-from forkgen.model import Anchors, Pin, Wheel
+from forkgen.model import Analysis, Pin, Wheel
 
 #: The torch the equivalence run installs (see README: other requests may pull CUDA builds).
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
@@ -30,21 +32,30 @@ DEFAULT_TORCH_SPEC = "torch==2.13.0"
 class RebaseResult:
     pin: Pin
     wheel: Wheel
-    anchors: Anchors
-    previous: Anchors | None
+    analysis: Analysis
+    previous: Analysis | None
     seconds: float
 
 
-def moved(previous: Anchors | None, current: Anchors) -> list[str]:
-    """What moved upstream between the pinned release and the new one, anchor by anchor."""
-    if previous is None:
-        return [f"  {a.name}: line {a.line}" for a in current.anchors]
-    before = {a.name: a.line for a in previous.anchors}
-    lines = [f"  CallSpec variant: {previous.variant} -> {current.variant}"]
-    for anchor in current.anchors:
-        old = before.get(anchor.name)
-        delta = "" if old is None else f" ({anchor.line - old:+d})"
-        lines.append(f"  {anchor.name}: line {old} -> {anchor.line}{delta}")
+def moved(previous: Analysis | None, current: Analysis) -> list[str]:
+    """What moved upstream between the pinned release and the new one: each patch's outcome,
+    and every anchor's line."""
+
+    def anchors(analysis: Analysis) -> dict[tuple[str, str], int]:
+        return {(p.name, a.name): a.line for p in analysis.patches for a in p.anchors}
+
+    before = anchors(previous) if previous is not None else {}
+    outcomes = {p.name: p.outcome for p in previous.patches} if previous is not None else {}
+    lines = []
+    if previous is not None:
+        lines.append(f"  CallSpec variant: {previous.callspec_variant} -> {current.callspec_variant}")
+    for outcome in current.patches:
+        was = outcomes.get(outcome.name)
+        lines.append(f"  patch {outcome.name}: " + (f"{was} -> {outcome.outcome}" if was else outcome.outcome))
+    for key, line in anchors(current).items():
+        old, anchor = before.get(key), key[1]
+        delta = "" if old is None else f" ({line - old:+d})"
+        lines.append(f"  {anchor}: line {old} -> {line}{delta}" if previous is not None else f"  {anchor}: line {line}")
     return lines
 
 
@@ -110,7 +121,7 @@ def rebase(
     overlay: Path | None = None,
     torch_spec: str = DEFAULT_TORCH_SPEC,
     verify: bool = True,
-    extension: bool = True,
+    selected: Sequence[Patch] | None = None,
 ) -> RebaseResult:
     """Prove the fork on `pin`, then move the pin in `pyproject` to it.
 
@@ -128,7 +139,7 @@ def rebase(
         previous = None
         if previous_pin is not None:
             try:
-                previous = patch.analyze(fetch(previous_pin, cache_dir).root)
+                previous = patch.analyze_series(fetch(previous_pin, cache_dir).root, selected)
             except ForkgenError as error:
                 log(f"(the current pin cannot be analysed for comparison: {error.message})")
         workdir = workspace / "rebase" / f"{pin.distribution}-{pin.version}"
@@ -138,13 +149,13 @@ def rebase(
             workspace=workdir,
             out_dir=workdir / "dist",
             overlay=overlay,
-            extension=extension,
+            selected=selected,
             on_stage=enter,
         )
         assert built.source is not None  # built from the index, never from a local tree
         pinned = Pin(pin.distribution, pin.version, built.source.sha256, pin.local_label)
         log(f"what moved since {previous_pin.version if previous_pin else 'the pin'}:")
-        for line in moved(previous, built.anchors):
+        for line in moved(previous, built.analysis):
             log(line)
         stage = "verify"
         if verify:
@@ -152,11 +163,11 @@ def rebase(
             run_equivalence(built.wheel.path, pyproject.parent, workdir, torch_spec)
         else:
             log("[5/5] equivalence suite skipped (--no-verify): the pin is not rewritten")
-            return RebaseResult(pinned, built.wheel, built.anchors, previous, time.monotonic() - started)
+            return RebaseResult(pinned, built.wheel, built.analysis, previous, time.monotonic() - started)
     except ForkgenError as error:
         error.message = f"rebase onto {pin.distribution} {pin.version} failed at {stage}: {error.message}"
         error.hint = (error.hint + "; " if error.hint else "") + f"the pin in {pyproject} is unchanged"
         raise
     rewrite_pin(pyproject, pinned)
     log(f"pin moved to {pin.distribution} {pin.version} (sha256 {pinned.sha256}) in {pyproject}")
-    return RebaseResult(pinned, built.wheel, built.anchors, previous, time.monotonic() - started)
+    return RebaseResult(pinned, built.wheel, built.analysis, previous, time.monotonic() - started)

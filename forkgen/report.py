@@ -5,7 +5,7 @@ module's imports (aliases, attribute bases such as `layers.Layer`, re-exports th
 `__init__` modules, relative and star imports), `call` through a C3 linearisation of the bases
 found inside Keras (others, such as `object` or backend classes, are ignored). The eligibility
 rules mirror the code the patch inserts (`_callspec_fast_plan`, `_callspec_fast_bindings` and
-the variant's `_callspec_fast_default_is_plain` in codemods/templates/); a default that is not
+the variant's `_callspec_fast_default_is_plain` in codemods/callspec_fast_path/templates/); a default that is not
 a literal is assumed plain (not a tensor, not nested), and the report lists it.
 """
 
@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemods.anchors import BASE_PIECES, LAYER_PY, AnchorDrift, analyze_source
+from codemods.callspec_fast_path.anchors import BASE_PIECES, LAYER_PY, analyze_source
+from codemods.patchlib import AnchorDrift
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.errors import UpstreamDriftError
 from forkgen.patch import require_keras_tree

@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMON = "codemods/templates/callspec_common.py"
-V3_V4 = "codemods/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
-BOUND = "codemods/templates/callspec_bound_common.py"  # the extension
-BOUND_V4 = "codemods/templates/callspec_bound_v4.py"
+COMMON = "codemods/callspec_fast_path/templates/callspec_common.py"
+V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
+BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
+BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.anchors import LAYER_PY
+from codemods.callspec_fast_path.anchors import LAYER_PY
 from forkgen import config, patch
 from forkgen.errors import EXIT_FETCH, EXIT_INTEGRITY
 from forkgen.fetch import default_cache_dir, fetch
@@ -41,13 +41,14 @@ def patched(source: Source, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_analyze_finds_the_anchors_of_3_15_1(source: Source) -> None:
-    anchors = patch.analyze(source.root)
-    assert anchors.variant == "V4"
-    lines = {a.name: a.line for a in anchors.anchors}
+    analysis = patch.analyze(source.root)
+    assert analysis.callspec_variant == "V4" and analysis.release == "3.15.1"
+    assert all(p.outcome == "applied" and not p.present for p in analysis.patches), analysis.patches
+    base = next(p for p in analysis.patches if p.name == "callspec-fast-path")
+    lines = {a.name: a.line for a in base.anchors}
     # Line 317 is where shared/KERAS_FACTS.md places the _call_signature statement in 3.15.1.
     assert lines["call_signature"] == 317
     assert lines["callspec_construction"] < lines["callspec_class"]
-    assert not any(anchors.applied.values())
 
 
 def test_only_layer_py_changes(source: Source, patched: Path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext, CodemodTest
 
-from codemods.add_callspec_fast import AddCallSpecFastCommand
-from codemods.anchors import AnchorDrift
-from codemods.patch import patch_source
+from codemods.callspec_fast_path.add_callspec_fast import AddCallSpecFastCommand
+from codemods.callspec_fast_path.anchors import AnchorDrift
+from codemods.callspec_fast_path.codemods import patch_source
 from tests.support.synthetic import LAYER_V4, replace_once
 
 EAGER = """\

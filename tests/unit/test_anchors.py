@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from codemods.anchors import AnchorDrift, analyze_source
-from codemods.patch import patch_source
+from codemods.callspec_fast_path.anchors import AnchorDrift, analyze_source
+from codemods.callspec_fast_path.codemods import patch_source
 from tests.support.synthetic import LAYER_V4, load_module
 
 

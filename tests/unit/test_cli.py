@@ -53,11 +53,14 @@ def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0
     assert f"{LAYER}:13: call_signature" in out
     assert f"{LAYER}:28: callspec_construction" in out
-    assert "variant V4" in out and "the patch can be applied" in out
+    assert "CallSpec variant V4" in out and "the series can be applied: wheel label fast." in out
+    assert "  callspec-fast-path 2: applied (can be applied)" in out
     code, out, _ = run(capsys, "analyze", str(src), "--json")
     report = json.loads(out)
-    assert code == 0 and report["ok"] and report["status"] == "unpatched"
-    assert {a["name"]: a["line"] for a in report["anchors"]}["callspec_class"] == 47
+    assert code == 0 and report["ok"] and report["callspec_variant"] == "V4" and report["changes"] == [LAYER]
+    base = report["patches"][0]
+    assert base["name"] == "callspec-fast-path" and base["outcome"] == "applied" and not base["present"]
+    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 47
 
 
 @pytest.mark.parametrize("command", ["analyze", "apply"])
@@ -92,7 +95,7 @@ def test_apply_changes_only_layer_py_and_is_idempotent(tmp_path: Path, capsys: p
     assert code == 0 and "already patched" in err
     assert files_of(tmp_path / "again") == after
     code, out, _ = run(capsys, "analyze", str(tmp_path / "again"))
-    assert code == 0 and "the patch is already applied" in out
+    assert code == 0 and "the tree already carries every applied patch" in out
 
 
 def test_apply_refuses_an_existing_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -204,7 +207,7 @@ def test_the_extension_switch_in_the_config_and_its_override(tmp_path: Path, cap
     assert "def _fast_bound(cls, bindings, args, kwargs)" in (tmp_path / "full" / LAYER).read_text()
     # forkgen never removes code: the extension cannot be left out of a tree that has it.
     code, _, err = run(capsys, "apply", str(tmp_path / "full"), "--out", str(tmp_path / "again"), "--no-training-fast-path")
-    assert code == EXIT_USAGE and "already carries the fast-path extension" in err
+    assert code == EXIT_USAGE and "already carries callspec-training-fast-path" in err
     assert not (tmp_path / "again").exists()
     config.write_text(config.read_text().replace("false", '"no"'))
     code, _, err = run(capsys, "apply", str(src), "--out", str(tmp_path / "bad"), "--config", str(config))

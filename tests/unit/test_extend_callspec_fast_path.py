@@ -6,9 +6,11 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, CodemodTest
 
-from codemods.anchors import AnchorDrift, analyze_source
-from codemods.extend_callspec_fast_path import ExtendCallSpecFastPathCommand
-from codemods.patch import PatchRefused, patch_source
+from codemods.callspec_fast_path.anchors import AnchorDrift, analyze_source
+from codemods.callspec_fast_path.codemods import PatchRefused, patch_source
+from codemods.callspec_training_fast_path.extend_callspec_fast_path import (
+    ExtendCallSpecFastPathCommand,
+)
 from tests.support.synthetic import LAYER_V4, LAYERS, replace_once
 
 BASE = patch_source(LAYER_V4, extension=False).source

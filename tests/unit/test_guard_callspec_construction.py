@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext, CodemodTest
 
-from codemods.anchors import AnchorDrift
-from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
-from codemods.patch import patch_source
+from codemods.callspec_fast_path.anchors import AnchorDrift
+from codemods.callspec_fast_path.codemods import patch_source
+from codemods.callspec_fast_path.guard_callspec_construction import GuardCallSpecConstructionCommand
 from tests.support.synthetic import LAYER_V4, replace_once
 
 UPSTREAM = """\

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codemods.patch import patch_source
+from codemods.callspec_fast_path.codemods import patch_source
 from tests.support.synthetic import LAYER_V4
 
 ROOT = Path(__file__).resolve().parents[2]

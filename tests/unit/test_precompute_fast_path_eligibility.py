@@ -5,10 +5,12 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext, CodemodTest
 
-from codemods import templates
-from codemods.anchors import AnchorDrift
-from codemods.patch import patch_source
-from codemods.precompute_fast_path_eligibility import PrecomputeFastPathEligibilityCommand
+from codemods.callspec_fast_path import templates
+from codemods.callspec_fast_path.anchors import AnchorDrift
+from codemods.callspec_fast_path.codemods import patch_source
+from codemods.callspec_fast_path.precompute_fast_path_eligibility import (
+    PrecomputeFastPathEligibilityCommand,
+)
 from tests.support.synthetic import LAYER_V4, replace_once
 
 INIT_BEFORE = """\

@@ -6,8 +6,8 @@ from typing import ClassVar
 
 import libcst as cst
 
-from codemods._base import PatchCommand
-from codemods.templates import ExtensionTemplate, load_extension
+from codemods.callspec_fast_path._base import PatchCommand
+from codemods.callspec_fast_path.templates import ExtensionTemplate, load_extension
 
 
 class ExtendCallSpecFastPathCommand(PatchCommand):

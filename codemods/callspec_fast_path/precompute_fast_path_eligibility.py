@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods._base import PatchCommand
+from codemods.callspec_fast_path._base import PatchCommand
 
 
 class PrecomputeFastPathEligibilityCommand(PatchCommand):

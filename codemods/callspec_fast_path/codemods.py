@@ -1,4 +1,8 @@
-"""Run the three codemods of the patch over one `layer.py` source text."""
+"""Run the CallSpec codemods (the base's three, the extension's one) over `layer.py`.
+
+`patch_source` runs them on one source text, as the unit tests and libcst's runner see it;
+the series runs them through `shared.run_codemods`, on the parsed modules every patch shares.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,22 @@ from dataclasses import dataclass
 
 from libcst.codemod import CodemodContext, SkipFile
 
-from codemods._base import PatchCommand
-from codemods.add_callspec_fast import AddCallSpecFastCommand
-from codemods.anchors import LAYER_PY, AnchorDrift, analyze_module, parse_and_analyze, relocate
-from codemods.extend_callspec_fast_path import ExtendCallSpecFastPathCommand
-from codemods.guard_callspec_construction import GuardCallSpecConstructionCommand
-from codemods.precompute_fast_path_eligibility import (
+from codemods.callspec_fast_path._base import PatchCommand
+from codemods.callspec_fast_path.add_callspec_fast import AddCallSpecFastCommand
+from codemods.callspec_fast_path.anchors import (
+    LAYER_PY,
+    analyze_module,
+    parse_and_analyze,
+    relocate,
+)
+from codemods.callspec_fast_path.guard_callspec_construction import GuardCallSpecConstructionCommand
+from codemods.callspec_fast_path.precompute_fast_path_eligibility import (
     PrecomputeFastPathEligibilityCommand,
 )
+from codemods.callspec_training_fast_path.extend_callspec_fast_path import (
+    ExtendCallSpecFastPathCommand,
+)
+from codemods.patchlib import AnchorDrift
 
 #: The codemods of the base patch (`layer(x)`), in the order they are applied.
 BASE_CODEMODS: tuple[type[PatchCommand], ...] = (
@@ -89,3 +101,4 @@ def patch_source(source: str, path: str = LAYER_PY, *, extension: bool = True) -
         missing = ", ".join(k for k, v in final.applied.items() if not v)
         raise AnchorDrift(path, 1, "patch", "every piece present after the codemods", f"{missing} missing")
     return PatchResult(source=result, variant=variant, applied=tuple(applied), skipped=tuple(skipped))
+

@@ -7,9 +7,9 @@ from typing import ClassVar
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
-from codemods import templates
-from codemods.anchors import LAYER_PY, Analysis, analyze_module
-from codemods.templates import Template
+from codemods.callspec_fast_path import templates
+from codemods.callspec_fast_path.anchors import LAYER_PY, Analysis, analyze_module
+from codemods.callspec_fast_path.templates import Template
 
 
 class PatchCommand(VisitorBasedCodemodCommand):

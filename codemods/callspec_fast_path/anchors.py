@@ -24,13 +24,14 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 import libcst.matchers as m
 
-from codemods import templates
-from codemods.templates import (
+from codemods.callspec_fast_path import templates
+from codemods.callspec_fast_path.templates import (
     BASE_FLAG_STATEMENT,
     CALL_SIGNATURE_STATEMENT,
     ExtensionTemplate,
     Template,
 )
+from codemods.patchlib import AnchorDrift, AnchorReport
 
 #: Where the anchors live, relative to the root of an unpacked Keras sdist.
 LAYER_PY = "keras/src/layers/layer.py"
@@ -53,31 +54,6 @@ CALLSPEC_ATTRIBUTES = frozenset(
 PIECES = ("eligibility", "fast_constructor", "guard", "extension")
 #: The pieces of the base patch (`layer(x)`); "extension" builds on them and is optional.
 BASE_PIECES = PIECES[:3]
-
-
-class AnchorDrift(Exception):
-    """Upstream code the patch depends on is missing, duplicated or reshaped."""
-
-    def __init__(
-        self, path: str, line: int, anchor: str, expected: str, found: str
-    ) -> None:
-        self.path = path
-        self.line = line
-        self.anchor = anchor
-        self.expected = expected
-        self.found = found
-        super().__init__(
-            f"{path}:{line}: anchor '{anchor}': expected {expected}; found {found}"
-        )
-
-
-@dataclass(frozen=True)
-class AnchorReport:
-    """One anchor, as `forkgen analyze` prints it."""
-
-    name: str
-    line: int
-    description: str
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,242 @@
+"""What a patch of the series is: its DEP-3 headers, its files, its check and its codemods.
+
+Pure: source text in, source text out. A patch never touches the disk; it reads and rewrites
+the parsed modules of a `Sources`, which the series passes from one patch to the next so that
+each file is parsed once per run.
+
+Per release, a patch has one of four outcomes (`Outcome`): *applied* (its code goes in, or is
+already in, put there by forkgen), *upstream* (the release already contains the change,
+recognised structurally), *not applicable* (the release predates the code the patch targets:
+declared by the patch, never guessed from a failed match) and *drift* (the patch targets this
+release but an anchor moved: `AnchorDrift`, an error).
+"""
+
+from __future__ import annotations
+
+import abc
+import ast
+import enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod import VisitorBasedCodemodCommand
+
+
+class AnchorDrift(Exception):
+    """Upstream code a patch depends on is missing, duplicated or reshaped."""
+
+    def __init__(self, path: str, line: int, anchor: str, expected: str, found: str) -> None:
+        self.path = path
+        self.line = line
+        self.anchor = anchor
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{path}:{line}: anchor '{anchor}': expected {expected}; found {found}")
+
+
+@dataclass(frozen=True)
+class AnchorReport:
+    """One anchor, as `forkgen analyze` prints it."""
+
+    name: str
+    line: int
+    description: str
+    #: The file the anchor is in (relative to the tree), when not the patch's only file.
+    path: str = ""
+
+
+class Outcome(enum.Enum):
+    APPLIED = "applied"
+    UPSTREAM = "upstream"
+    NOT_APPLICABLE = "not applicable"
+    DRIFT = "drift"
+
+
+@dataclass(frozen=True)
+class Headers:
+    """The patch described with Debian's DEP-3 fields (https://dep-team.pages.debian.net/deps/dep3/)."""
+
+    description: str
+    #: "upstream, <PR or commit URL>" for a backport, "ours" for forkgen's own.
+    origin: str
+    #: The upstream issue the change answers, if any.
+    bug: str | None
+    #: The upstream PR that carries the change, or "not-needed".
+    forwarded: str
+    #: The first release or nightly that contains the change; None while no build has it.
+    applied_upstream: str | None
+    last_update: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a patch found in one tree."""
+
+    outcome: Outcome
+    #: One line: where the patch goes, what shows it is upstream, or why it does not apply.
+    detail: str
+    anchors: tuple[AnchorReport, ...] = ()
+    #: With APPLIED: the tree already carries the patch (forkgen put it there).
+    present: bool = False
+    #: Facts about the tree worth recording in the provenance (e.g. the CallSpec variant).
+    facts: Mapping[str, str] = field(default_factory=dict)
+
+
+class Sources:
+    """The files of one tree that the series reads and rewrites, each parsed at most once.
+
+    `read(path)` gives a file's text, or None when the tree has no such file.
+    """
+
+    def __init__(self, read: Callable[[str], str | None]) -> None:
+        self._read = read
+        self._texts: dict[str, str | None] = {}
+        self._modules: dict[str, cst.Module] = {}
+        self._trees: dict[str, ast.Module] = {}
+        #: Paths whose module a patch replaced, in the order they were first changed.
+        self.changed: list[str] = []
+        #: Per-run memo for analyses that several patches share (keyed by the patch package).
+        self.memo: dict[str, object] = {}
+
+    def exists(self, path: str) -> bool:
+        return self.text(path) is not None
+
+    def text(self, path: str) -> str | None:
+        """The current text of `path` (after the patches applied so far)."""
+        if path not in self._texts:
+            self._texts[path] = self._modules[path].code if path in self.changed else self._read(path)
+        return self._texts[path]
+
+    def require(self, path: str, anchor: str) -> str:
+        text = self.text(path)
+        if text is None:
+            raise AnchorDrift(path, 1, anchor, f"the file {path}", "no such file")
+        return text
+
+    def module(self, path: str) -> cst.Module:
+        """The parsed module of `path`; a missing file or a syntax error is drift."""
+        if path not in self._modules:
+            text = self.require(path, "module")
+            try:
+                self._modules[path] = cst.parse_module(text)
+            except cst.ParserSyntaxError as error:
+                raise AnchorDrift(path, error.raw_line, "module", "valid Python", f"a syntax error: {error.message}") from None
+        return self._modules[path]
+
+    def ast(self, path: str) -> ast.Module:
+        """The `ast` of the current text of `path` (for line numbers: cheap, unlike libcst's)."""
+        if path not in self._trees:
+            text = self.require(path, "module")
+            try:
+                self._trees[path] = ast.parse(text)
+            except SyntaxError as error:
+                raise AnchorDrift(path, error.lineno or 1, "module", "valid Python", f"a syntax error: {error.msg}") from None
+        return self._trees[path]
+
+    def replace(self, path: str, module: cst.Module) -> None:
+        """Record the rewritten module of `path`."""
+        self._modules[path] = module
+        self._texts.pop(path, None)
+        self._trees.pop(path, None)
+        if path not in self.changed:
+            self.changed.append(path)
+        self.memo.clear()
+
+    def rendered(self) -> dict[str, str]:
+        """The new text of every changed file."""
+        return {path: self._modules[path].code for path in self.changed}
+
+
+class Patch(abc.ABC):
+    """One patch of the series. Subclasses declare the class variables and implement
+    `check` (analysis; raises `AnchorDrift`) and `apply` (runs the codemods)."""
+
+    #: Unique, lower-case, hyphenated; what `--patch`/`--without-patch` and the config name.
+    name: ClassVar[str]
+    #: Bumped whenever the code the patch inserts changes; recorded in the provenance and label.
+    version: ClassVar[str]
+    headers: ClassVar[Headers]
+    #: Files the patch reads and may rewrite, relative to the tree's root.
+    files: ClassVar[tuple[str, ...]]
+    #: Patches that must be applied before this one (in the series, earlier).
+    requires: ClassVar[tuple[str, ...]] = ()
+    #: The first Keras release with the code the patch targets: older releases are *not applicable*.
+    since: ClassVar[str | None] = None
+    #: The codemods, in the order `apply` runs them (each a VisitorBasedCodemodCommand).
+    codemods: ClassVar[tuple[type[VisitorBasedCodemodCommand], ...]]
+    #: An environment variable that switches the patched behaviour off at run time, if any.
+    switch: ClassVar[str | None] = None
+
+    @abc.abstractmethod
+    def check(self, sources: Sources) -> Check:
+        """Where the patch goes in `sources`, or that it is upstream or not applicable."""
+
+    @abc.abstractmethod
+    def apply(self, sources: Sources) -> None:
+        """Insert the patch into `sources` (only called after `check` said APPLIED, not present)."""
+
+    def codemod_versions(self) -> dict[str, str]:
+        return {c.__name__: str(getattr(c, "VERSION", self.version)) for c in self.codemods}
+
+
+# -- helpers for the patches' analyses ----------------------------------------------------------
+
+#: The comment every piece a backport inserts carries, so that its presence is recognised
+#: (and told apart from the same change made upstream): `# forkgen: <patch name>`.
+MARKER = "# forkgen: {name}"
+
+
+def marker(name: str) -> str:
+    return MARKER.format(name=name)
+
+
+def has_marker(node: cst.CSTNode, module: cst.Module, name: str) -> bool:
+    """Whether the code of `node` carries the marker comment of patch `name`."""
+    return marker(name) in module.code_for_node(node)
+
+
+def ast_function(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
+    """The function or method `Class.method` (or `function`) at module level, if exactly one."""
+    *owners, name = qualname.split(".")
+    scope: list[ast.stmt] = tree.body
+    for owner in owners:
+        classes = [s for s in scope if isinstance(s, ast.ClassDef) and s.name == owner]
+        if len(classes) != 1:
+            return None
+        scope = classes[0].body
+    found = [s for s in scope if isinstance(s, ast.FunctionDef) and s.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def cst_function(module: cst.Module, qualname: str, path: str, tree: ast.Module) -> cst.FunctionDef:
+    """The libcst node of `Class.method` (or `function`): exactly one, or drift."""
+    *owners, name = qualname.split(".")
+    body: Sequence[cst.BaseStatement] = module.body
+    line = 1
+    for owner in owners:
+        classes = [s for s in body if m.matches(s, m.ClassDef(name=m.Name(owner)))]
+        if len(classes) != 1:
+            raise AnchorDrift(path, line, qualname, f"exactly one class {owner}", f"{len(classes)}")
+        body = cst.ensure_type(cst.ensure_type(classes[0], cst.ClassDef).body, cst.IndentedBlock).body
+    functions = [s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))]
+    if len(functions) != 1:
+        node = ast_function(tree, ".".join(owners)) if owners else None
+        raise AnchorDrift(path, getattr(node, "lineno", 1), qualname, f"exactly one def {name}", f"{len(functions)}")
+    return cst.ensure_type(functions[0], cst.FunctionDef)
+
+
+def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node of `root`'s subtree, parents first (read-only: nothing is rebuilt)."""
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
+    """Every node of `function` matching `matcher`, in source order."""
+    return [n for n in walk(function) if m.matches(n, matcher)]

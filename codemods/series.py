@@ -1,0 +1,183 @@
+"""The patch series: which patches forkgen carries, in which order, and how a run goes.
+
+Like quilt's `series` file: one entry per patch, applied in this order, each a package under
+`codemods/` that declares `PATCH` (a `codemods.patchlib.Patch`). Adding a patch is adding its
+package and one line here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from packaging.version import InvalidVersion, Version
+
+from codemods.patchlib import AnchorDrift, AnchorReport, Check, Outcome, Patch, Sources
+
+#: The packages of the series, in the order their patches apply.
+SERIES_PACKAGES = (
+    "codemods.callspec_fast_path",
+    "codemods.callspec_training_fast_path",
+)
+#: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
+LABEL_PREFIX = "fast"
+
+
+def load_series() -> tuple[Patch, ...]:
+    """Every patch of the series, in order."""
+    patches = tuple(importlib.import_module(name).PATCH for name in SERIES_PACKAGES)
+    names = [p.name for p in patches]
+    assert len(set(names)) == len(names), f"duplicate patch names in the series: {names}"
+    return patches
+
+
+class SelectionError(ValueError):
+    """A selection names a patch the series does not have, or leaves out one another needs."""
+
+
+def select(
+    series: Sequence[Patch],
+    configured: Sequence[str] | None = None,
+    only: Sequence[str] = (),
+    without: Sequence[str] = (),
+) -> tuple[Patch, ...]:
+    """The patches a run applies, in series order.
+
+    `configured` ([tool.forkgen] patches; None: the whole series) is the start; `only`
+    (`--patch`, repeatable) replaces it; `without` (`--without-patch`) removes from it.
+    """
+    by_name = {p.name: p for p in series}
+    for name in (*(configured or ()), *only, *without):
+        if name not in by_name:
+            raise SelectionError(f"no patch named {name!r} in the series; the series: {', '.join(by_name)}")
+    chosen = set(only) if only else set(configured) if configured is not None else set(by_name)
+    chosen -= set(without)
+    selected = tuple(p for p in series if p.name in chosen)
+    for patch in selected:
+        missing = [r for r in patch.requires if r not in chosen]
+        if missing:
+            raise SelectionError(f"patch {patch.name} needs {', '.join(missing)}, which the selection leaves out")
+    return selected
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    """One patch's outcome on one tree."""
+
+    patch: Patch
+    check: Check
+    #: The drift, when the outcome is DRIFT.
+    drift: AnchorDrift | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.check.outcome
+
+    @property
+    def changed(self) -> bool:
+        """The patch's code went into the tree in this run."""
+        return self.check.outcome is Outcome.APPLIED and not self.check.present
+
+
+@dataclass
+class SeriesResult:
+    """What the selected patches did to one tree (in memory: `files` holds the new texts)."""
+
+    release: Version | None
+    results: list[PatchResult] = field(default_factory=list)
+    #: Patches left out of the selection whose code the tree already carries.
+    present_but_unselected: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def drifts(self) -> list[PatchResult]:
+        return [r for r in self.results if r.outcome is Outcome.DRIFT]
+
+    @property
+    def applied(self) -> list[PatchResult]:
+        return [r for r in self.results if r.outcome is Outcome.APPLIED]
+
+    @property
+    def changed(self) -> bool:
+        return any(r.changed for r in self.results)
+
+    def label(self, prefix: str = LABEL_PREFIX) -> str:
+        return series_label(((r.patch.name, r.patch.version) for r in self.applied), prefix)
+
+
+def series_label(applied: Iterable[tuple[str, str]], prefix: str = LABEL_PREFIX) -> str:
+    """The PEP 440 local label of a wheel carrying `applied` (name, version) patches.
+
+    `<prefix>.<8 letters>`, the letters derived from the sorted names and versions, so that it
+    changes whenever the set of applied patches or any patch's version does. Letters only: a
+    numeric segment would be normalised (leading zeros dropped) and no longer match.
+    """
+    text = "\n".join(f"{name}=={version}" for name, version in sorted(applied))
+    digest = hashlib.sha256(text.encode()).digest()
+    return prefix + "." + "".join(chr(ord("a") + b % 26) for b in digest[:8])
+
+
+def _parse_release(version: str | None) -> Version | None:
+    try:
+        return Version(version) if version else None
+    except InvalidVersion:
+        return None
+
+
+def run(
+    read: Callable[[str], str | None],
+    selected: Sequence[Patch],
+    *,
+    release: str | None = None,
+    series: Sequence[Patch] | None = None,
+) -> SeriesResult:
+    """Check and apply the `selected` patches, in order, to the tree `read` gives (in memory).
+
+    Every patch is checked on the tree as the patches before it left it. A drift is recorded,
+    not raised (the caller reports them all); the patches after a drifted one that share its
+    files are still checked, on the tree without it. Patches of `series` left out of the
+    selection are checked too, without applying them, to refuse removing code that is there.
+    """
+    sources = Sources(read)
+    result = SeriesResult(_parse_release(release))
+    outcomes: dict[str, Outcome] = {}
+    chosen = {p.name for p in selected}
+    for patch in series or selected:
+        if patch.name not in chosen:
+            try:
+                if patch.check(sources).present:
+                    result.present_but_unselected.append(patch.name)
+            except AnchorDrift:
+                pass
+            continue
+        checked = _check(patch, sources, result.release, outcomes)
+        outcomes[patch.name] = checked.outcome
+        if checked.changed:
+            try:
+                patch.apply(sources)
+            except AnchorDrift as error:
+                checked = PatchResult(patch, Check(Outcome.DRIFT, str(error)), error)
+                outcomes[patch.name] = Outcome.DRIFT
+        result.results.append(checked)
+    result.files = sources.rendered()
+    return result
+
+
+def _check(patch: Patch, sources: Sources, release: Version | None, outcomes: dict[str, Outcome]) -> PatchResult:
+    if patch.since is not None and release is not None and release < Version(patch.since):
+        return PatchResult(patch, Check(Outcome.NOT_APPLICABLE, f"targets code Keras has since {patch.since}"))
+    blocked = [r for r in patch.requires if outcomes.get(r) is not Outcome.APPLIED]
+    if blocked:
+        why = ", ".join(f"{r} {outcomes[r].value if r in outcomes else 'not selected'}" for r in blocked)
+        return PatchResult(patch, Check(Outcome.NOT_APPLICABLE, f"builds on {why}"))
+    try:
+        return PatchResult(patch, patch.check(sources))
+    except AnchorDrift as error:
+        return PatchResult(patch, Check(Outcome.DRIFT, str(error)), error)
+
+
+def anchors_of(result: SeriesResult) -> list[tuple[str, AnchorReport]]:
+    """(patch name, anchor) of every applied patch, for reports."""
+    return [(r.patch.name, a) for r in result.applied for a in r.check.anchors]

@@ -240,3 +240,47 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
     """Every node of `function` matching `matcher`, in source order."""
     return [n for n in walk(function) if m.matches(n, matcher)]
+
+
+def template_pieces(package: str, filename: str) -> dict[str, list[cst.BaseStatement]]:
+    """The body of every function of the template module `filename` of `package`, by name.
+
+    Template modules are real Python kept beside the codemods (never imported): the code a
+    patch inserts, parsed here and spliced into upstream's module.
+    """
+    from importlib import resources
+
+    module = cst.parse_module(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
+    return {
+        node.name.value: list(cst.ensure_type(node.body, cst.IndentedBlock).body)
+        for node in module.body
+        if isinstance(node, cst.FunctionDef)
+    }
+
+
+PLACEHOLDER = "UPSTREAM"
+
+
+def fill(piece: cst.BaseStatement, upstream: cst.BaseStatement) -> cst.BaseStatement:
+    """`piece` with its `UPSTREAM` placeholder statement replaced by `upstream`, node for node.
+
+    Upstream's comment lines above the statement move above the piece.
+    """
+
+    class Fill(cst.CSTTransformer):
+        def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+        ) -> cst.BaseStatement:
+            if m.matches(updated_node, m.SimpleStatementLine(body=[m.Expr(m.Name(PLACEHOLDER))])):
+                return upstream.with_changes(leading_lines=[])
+            return updated_node
+
+    filled = piece.visit(Fill())
+    assert isinstance(filled, (cst.If, cst.With, cst.Try, cst.For, cst.While, cst.SimpleStatementLine))
+    leading = list(getattr(upstream, "leading_lines", ()))
+    return filled.with_changes(leading_lines=[*leading, *filled.leading_lines])
+
+
+def ast_lines(function: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[int]:
+    """The line of every node under `function` satisfying `predicate`, in order."""
+    return sorted(getattr(n, "lineno", 0) for n in ast.walk(function) if predicate(n))

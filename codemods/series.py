@@ -20,6 +20,7 @@ from codemods.patchlib import AnchorDrift, AnchorReport, Check, Outcome, Patch, 
 SERIES_PACKAGES = (
     "codemods.callspec_fast_path",
     "codemods.callspec_training_fast_path",
+    "codemods.layer_call_state_writes",
 )
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"

@@ -49,7 +49,10 @@ LAYER_V4 = textwrap.dedent(
                 self._call_signature, self._call_context_args, args, kwargs
             )
             self.last_call_spec = call_spec
-            return self.call(*args, **kwargs)
+            self._called = True
+            outputs = self.call(*args, **kwargs)
+            self.built = True
+            return outputs
 
         def compute_output_spec(self, *args, **kwargs):
             call_spec = CallSpec(

@@ -60,7 +60,7 @@ def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0 and report["ok"] and report["callspec_variant"] == "V4" and report["changes"] == [LAYER]
     base = report["patches"][0]
     assert base["name"] == "callspec-fast-path" and base["outcome"] == "applied" and not base["present"]
-    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 47
+    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 50
 
 
 @pytest.mark.parametrize("command", ["analyze", "apply"])
@@ -166,7 +166,7 @@ def test_build_from_a_local_tree_and_inspect(tmp_path: Path, capsys: pytest.Capt
     assert provenance["upstream"]["version"] == "3.15.1"
     assert set(provenance["codemods"]) == {
         "PrecomputeFastPathEligibilityCommand", "AddCallSpecFastCommand", "GuardCallSpecConstructionCommand",
-        "ExtendCallSpecFastPathCommand",
+        "ExtendCallSpecFastPathCommand", "GuardStateWritesCommand",
     }
     assert provenance["training_fast_path"] is True
     code, out, _ = run(capsys, "inspect", str(wheel))

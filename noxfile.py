@@ -37,6 +37,8 @@ BACKENDS: dict[str, list[str]] = {
 PYTEST = "pytest>=9"
 #: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
 UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, JAX_SPEC, "scipy", "pandas", "grain", PYTEST, "pytest-xdist"]
+#: Whole-model parity of the series on and off (run in both environments of upstream_tests).
+PARITY = ROOT / "tests" / "parity" / "models.py"
 #: Which of Keras's test packages run against the installed wheel, per backend.
 UPSTREAM_TARGETS: dict[str, list[str]] = {
     "torch": ["keras.src.layers", "keras.src.models", "keras.src.trainers"],
@@ -159,10 +161,12 @@ def equivalence(session: nox.Session, backend: str) -> None:
 @nox.session(python=PYTHON, requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def upstream_tests(session: nox.Session, backend: str) -> None:
-    """Keras's own tests from the installed wheel: upstream wheel first, then the fork.
+    """Keras's own tests from the installed wheel: upstream wheel first, then the fork; and
+    whole-model parity of the two (tests/parity/models.py), bit for bit.
 
-    Fails when a test that passes with upstream Keras fails with the fork; prints
-    passed/failed/error/skipped for both and the tests that fail in both runs.
+    Fails when a test that passes with upstream Keras fails with the fork, or when a model's
+    outputs, training steps or reloaded outputs differ; prints passed/failed/error/skipped for
+    both and the tests that fail in both runs.
     """
     wheel = fork_wheel(session)
     pinned = pin()
@@ -189,6 +193,12 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
             session.install("--force-reinstall", "--no-deps", str(wheel))
         runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
         session.run(*pytest_args, f"--junitxml={runs[kind]}", env={**env, **expect[kind]}, success_codes=[0, 1])
+        # The whole series on (the fork) and off (upstream): the same models, bit for bit.
+        session.run("python", str(PARITY), "--out", str(reports / f"parity-{backend}-{kind}.npz"), env=env)
+    session.run(
+        "python", str(PARITY), "--compare",
+        str(reports / f"parity-{backend}-upstream.npz"), str(reports / f"parity-{backend}-patched.npz"),
+    )
     session.run(
         "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]),
         "--label", f"{backend}: {' '.join(targets)}",

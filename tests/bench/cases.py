@@ -1,12 +1,19 @@
-"""Benchmark cases, run inside one benchmark environment (upstream or patched Keras).
+"""Benchmark cases, run inside one benchmark environment (upstream Keras, keras-nightly,
+the fork, or the fork built without one patch of its series).
 
-    python cases.py --backend torch --case dense [pyperf options: --processes, --values, --append FILE]
+    python cases.py --backend torch --case dense [pyperf options: --processes, --values, --loops, --append FILE]
     python cases.py --backend torch --counts        # prints the CallSpec counts as JSON
 
 Timings go through pyperf (worker processes, warm-ups, calibrated loops); the
-driver, tests/bench/run.py, runs each case alternately in the two environments.
+driver, tests/bench/run.py, runs each case alternately in every environment.
 This module imports nothing of forkgen: the environments hold only Keras, the
-backend and pyperf.
+backend and pyperf. Only pyperf's worker processes import Keras and the backend.
+
+The models are written as model code is written: Sequential and functional models,
+and, for `generate`, layer and model subclasses in the manner of KerasHub (a
+key/value-cached attention layer taking `cache` and `cache_update_index`, a causal
+language model whose `call(token_ids, cache, cache_update_index)` returns the logits
+and the updated cache, and a greedy decode loop around it).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import math
 import os
 import sys
 import time
@@ -21,15 +29,30 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-CASES = ("callspec", "dense", "mlp", "transformer", "train_step")
+CASES = ("callspec", "dense", "mlp", "mlp_inference", "transformer", "train_step", "generate", "conv_predict")
+#: The cases that time a model (or layer) as user code calls it; `callspec` times one
+#: constructor, which only the fork and upstream share.
+MODEL_CASES = tuple(case for case in CASES if case != "callspec")
 DESCRIPTIONS = {
     "callspec": "CallSpec for layer(x): upstream slow constructor, patched CallSpec._fast",
     "dense": "eager Dense(4)(x), x of shape (2, 4)",
-    "mlp": "4-layer MLP Sequential, forward (inference)",
+    "mlp": "4-layer MLP Sequential, model(x), batch 4",
+    "mlp_inference": "4-layer MLP Sequential, model(x, training=False), batch 4",
     "transformer": "Transformer-style functional model, forward (inference), batch 4, sequence 16",
     "train_step": "Transformer-style model, one train_on_batch step",
+    "generate": "KerasHub-style causal LM with key/value cache (2 blocks, d_model 64, 4 heads, "
+    "vocab 256), greedy generation of 16 tokens, batch 2, prompt 8",
+    "conv_predict": "ConvNet (Conv2D/BatchNormalization/ReLU/MaxPooling2D x2, GlobalAveragePooling2D, "
+    "Dense 10), predict_on_batch, batch 8 of 32x32x3",
 }
+#: Cases a backend cannot run (the numpy backend has no training).
+UNSUPPORTED = {"numpy": {"train_step"}}
 BATCH, SEQUENCE, VOCAB, WIDTH = 4, 16, 100, 32
+#: The causal language model of `generate` and its decode loop.
+LM_VOCAB, LM_BLOCKS, LM_WIDTH, LM_HEADS, LM_HIDDEN = 256, 2, 64, 4, 128
+LM_BATCH, LM_PROMPT, LM_NEW = 2, 8, 16
+LM_MAX_LENGTH = LM_PROMPT + LM_NEW
+CONV_BATCH, CONV_SIZE = 8, 32
 
 
 def backend_argument(argv: list[str]) -> str:
@@ -79,6 +102,176 @@ def transformer() -> Any:
     return model
 
 
+def causal_lm() -> Any:
+    """A small decoder-only Transformer language model, written the way KerasHub writes
+    its GPT-2-style models: a cached multi-head attention layer, a pre-norm decoder block,
+    and a model whose `call(token_ids, cache, cache_update_index)` returns
+    `(logits, cache)`. The cache holds every block's keys and values:
+    `(batch, blocks, 2, max_length, heads, head_dim)`."""
+    import keras
+    from keras import ops
+
+    def causal_mask(batch: int, query_length: int, key_length: int, index: int) -> Any:
+        """Query position i (from `index` on) sees key positions 0..i."""
+        rows = ops.expand_dims(ops.arange(query_length) + index, axis=1)
+        columns = ops.expand_dims(ops.arange(key_length), axis=0)
+        return ops.broadcast_to(ops.expand_dims(ops.greater_equal(rows, columns), 0),
+                                (batch, query_length, key_length))
+
+    class CachedMultiHeadAttention(keras.layers.Layer):
+        """Multi-head attention over a key/value cache, like keras_hub's layer of that name:
+        the keys and values of the new positions are written into `cache` at
+        `cache_update_index` with `ops.slice_update`, and attention runs over the whole cache."""
+
+        def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.num_heads, self.key_dim = num_heads, key_dim
+            projection = {"output_shape": (None, num_heads, key_dim), "bias_axes": "nh"}
+            self._query_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="query", **projection)
+            self._key_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="key", **projection)
+            self._value_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="value", **projection)
+            self._output_dense: Any = None
+            self._softmax = keras.layers.Softmax(axis=-1)
+            self._dropout_layer = keras.layers.Dropout(dropout)
+
+        def build(self, query_shape: Any) -> None:
+            width = query_shape[-1]
+            for dense in (self._query_dense, self._key_dense, self._value_dense):
+                dense.build(query_shape)
+            self._output_dense = keras.layers.EinsumDense(
+                "btnh,nhd->btd", output_shape=(None, width), bias_axes="d", name="attention_output")
+            self._output_dense.build((*query_shape[:-1], self.num_heads, self.key_dim))
+
+        def call(self, query: Any, value: Any, attention_mask: Any = None, cache: Any = None,
+                 cache_update_index: Any = None, training: Any = None) -> Any:
+            query = self._query_dense(query)
+            key = self._key_dense(value)
+            value = self._value_dense(value)
+            if cache is not None:
+                start = [0, cache_update_index, 0, 0]
+                key = ops.slice_update(cache[:, 0, ...], start, key)
+                value = ops.slice_update(cache[:, 1, ...], start, value)
+                cache = ops.stack((key, value), axis=1)
+            query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
+            scores = ops.einsum("bqnh,bknh->bnqk", query, key)
+            mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=1)
+            weights = self._dropout_layer(self._softmax(scores, mask=mask), training=training)
+            output = self._output_dense(ops.einsum("bnqk,bknh->bqnh", weights, value))
+            return output if cache is None else (output, cache)
+
+    class TransformerDecoder(keras.layers.Layer):
+        """Pre-norm decoder block: cached causal self-attention, then a GELU feedforward."""
+
+        def __init__(self, num_heads: int, intermediate_dim: int, dropout: float = 0.1, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.num_heads, self.intermediate_dim, self.dropout = num_heads, intermediate_dim, dropout
+
+        def build(self, decoder_sequence_shape: Any) -> None:
+            width = decoder_sequence_shape[-1]
+            self._self_attention_layer_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self._self_attention_layer_norm.build(decoder_sequence_shape)
+            self._self_attention_layer = CachedMultiHeadAttention(
+                self.num_heads, width // self.num_heads, dropout=self.dropout, name="self_attention")
+            self._self_attention_layer.build(decoder_sequence_shape)
+            self._self_attention_dropout = keras.layers.Dropout(self.dropout)
+            self._feedforward_layer_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self._feedforward_layer_norm.build(decoder_sequence_shape)
+            self._feedforward_intermediate_dense = keras.layers.Dense(self.intermediate_dim, activation="gelu")
+            self._feedforward_intermediate_dense.build(decoder_sequence_shape)
+            self._feedforward_output_dense = keras.layers.Dense(width)
+            self._feedforward_output_dense.build((*decoder_sequence_shape[:-1], self.intermediate_dim))
+            self._feedforward_dropout = keras.layers.Dropout(self.dropout)
+
+        def call(self, decoder_sequence: Any, self_attention_cache: Any = None,
+                 self_attention_cache_update_index: Any = None, training: Any = None) -> Any:
+            x = decoder_sequence
+            batch, length = ops.shape(x)[0], ops.shape(x)[1]
+            index = self_attention_cache_update_index or 0
+            key_length = length if self_attention_cache is None else ops.shape(self_attention_cache)[2]
+            mask = causal_mask(batch, length, key_length, index)
+            residual = x
+            x = self._self_attention_layer_norm(x)
+            attended = self._self_attention_layer(
+                query=x, value=x, attention_mask=mask, cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index, training=training)
+            if self_attention_cache is not None:
+                attended, self_attention_cache = attended
+            x = residual + self._self_attention_dropout(attended, training=training)
+            residual = x
+            x = self._feedforward_layer_norm(x)
+            x = self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
+            x = residual + self._feedforward_dropout(x, training=training)
+            return x if self_attention_cache is None else (x, self_attention_cache)
+
+    class CausalLM(keras.Model):
+        """Token and position embeddings, decoder blocks, a final norm and the LM head."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.token_embedding = keras.layers.Embedding(LM_VOCAB, LM_WIDTH, name="token_embedding")
+            self.position_embedding = keras.layers.Embedding(LM_MAX_LENGTH, LM_WIDTH, name="position_embedding")
+            self.transformer_layers = [TransformerDecoder(LM_HEADS, LM_HIDDEN, name=f"transformer_layer_{i}")
+                                       for i in range(LM_BLOCKS)]
+            self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="layer_norm")
+            self.lm_head = keras.layers.Dense(LM_VOCAB, use_bias=False, name="lm_head")
+
+        def build(self, token_ids_shape: Any) -> None:
+            hidden_shape = (*token_ids_shape, LM_WIDTH)
+            self.token_embedding.build(token_ids_shape)
+            self.position_embedding.build((token_ids_shape[-1],))
+            for layer in self.transformer_layers:
+                layer.build(hidden_shape)
+            self.layer_norm.build(hidden_shape)
+            self.lm_head.build(hidden_shape)
+
+        def call(self, token_ids: Any, cache: Any, cache_update_index: Any) -> Any:
+            length = ops.shape(token_ids)[1]
+            positions = ops.arange(cache_update_index, cache_update_index + length)
+            x = self.token_embedding(token_ids) + self.position_embedding(positions)
+            caches = []
+            for i, layer in enumerate(self.transformer_layers):
+                x, layer_cache = layer(x, self_attention_cache=cache[:, i, ...],
+                                       self_attention_cache_update_index=cache_update_index)
+                caches.append(layer_cache)
+            logits = self.lm_head(self.layer_norm(x))
+            return logits, ops.stack(caches, axis=1)
+
+    keras.utils.set_random_seed(0)
+    return CausalLM(name="causal_lm")
+
+
+def greedy_generate(model: Any, prompt: Any) -> Any:
+    """Greedy decoding of LM_NEW tokens, one forward per token: the prompt fills an empty
+    cache (the first new token), then every new token is fed back alone at its index."""
+    from keras import ops
+
+    head_dim = LM_WIDTH // LM_HEADS
+    cache = ops.zeros((LM_BATCH, LM_BLOCKS, 2, LM_MAX_LENGTH, LM_HEADS, head_dim))
+    tokens, inputs, index = prompt, prompt, 0
+    for _ in range(LM_NEW):
+        logits, cache = model(inputs, cache=cache, cache_update_index=index)
+        index += ops.shape(inputs)[1]
+        inputs = ops.expand_dims(ops.cast(ops.argmax(logits[:, -1, :], axis=-1), "int32"), axis=1)
+        tokens = ops.concatenate([tokens, inputs], axis=1)
+    return tokens
+
+
+def convnet() -> Any:
+    """(Conv2D, BatchNormalization, ReLU, MaxPooling2D) x 2, GlobalAveragePooling2D, Dense(10)."""
+    import keras
+
+    layers = keras.layers
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((CONV_SIZE, CONV_SIZE, 3)),
+        layers.Conv2D(16, 3, padding="same"), layers.BatchNormalization(), layers.ReLU(), layers.MaxPooling2D(),
+        layers.Conv2D(32, 3, padding="same"), layers.BatchNormalization(), layers.ReLU(), layers.MaxPooling2D(),
+        layers.GlobalAveragePooling2D(), layers.Dense(10),
+    ])
+    model.compile(run_eagerly=True, jit_compile=False)  # eager on every backend, as torch is
+    return model
+
+
 def data() -> dict[str, Any]:
     import numpy as np
 
@@ -88,6 +281,8 @@ def data() -> dict[str, Any]:
         "mlp": rng.standard_normal((BATCH, 32)).astype("float32"),
         "tokens": rng.integers(0, VOCAB, (BATCH, SEQUENCE)).astype("int32"),
         "labels": rng.integers(0, VOCAB, (BATCH, SEQUENCE)).astype("int32"),
+        "prompt": rng.integers(0, LM_VOCAB, (LM_BATCH, LM_PROMPT)).astype("int32"),
+        "images": rng.standard_normal((CONV_BATCH, CONV_SIZE, CONV_SIZE, 3)).astype("float32"),
     }
 
 
@@ -105,7 +300,6 @@ def slow_callspec(layer: Any, x: Any) -> Callable[[], Any]:
 def workload(case: str) -> Callable[[], Any]:
     """`case` as a zero-argument callable, its objects built and warmed up."""
     import keras
-    from keras.src.layers.layer import CallSpec
 
     arrays = data()
     run: Callable[[], Any]
@@ -113,6 +307,8 @@ def workload(case: str) -> Callable[[], Any]:
         dense = keras.layers.Dense(4)
         x = keras.ops.convert_to_tensor(arrays["dense"])
         dense(x)
+        from keras.src.layers.layer import CallSpec
+
         if case == "dense":
             run = lambda: dense(x)  # noqa: E731
         elif hasattr(CallSpec, "_fast") and dense._call_spec_fast_path:
@@ -123,12 +319,23 @@ def workload(case: str) -> Callable[[], Any]:
     elif case == "mlp":
         sequential, mlp_x = mlp(), keras.ops.convert_to_tensor(arrays["mlp"])
         run = lambda: sequential(mlp_x)  # noqa: E731
+    elif case == "mlp_inference":
+        sequential, mlp_x = mlp(), keras.ops.convert_to_tensor(arrays["mlp"])
+        run = lambda: sequential(mlp_x, training=False)  # noqa: E731
     elif case == "transformer":
         model, tokens = transformer(), keras.ops.convert_to_tensor(arrays["tokens"])
         run = lambda: model(tokens, training=False)  # noqa: E731
-    else:
+    elif case == "train_step":
         model = transformer()
         run = lambda: model.train_on_batch(arrays["tokens"], arrays["labels"])  # noqa: E731
+    elif case == "generate":
+        language_model, prompt = causal_lm(), keras.ops.convert_to_tensor(arrays["prompt"])
+        run = lambda: greedy_generate(language_model, prompt)  # noqa: E731
+    elif case == "conv_predict":
+        conv_model = convnet()
+        run = lambda: conv_model.predict_on_batch(arrays["images"])  # noqa: E731
+    else:
+        raise ValueError(f"unknown case {case!r}")
     run()
     run()
     return run
@@ -166,15 +373,27 @@ def counting() -> Iterator[dict[str, int]]:
             setattr(CallSpec, name, method)
 
 
-def call_counts() -> dict[str, dict[str, int]]:
-    """CallSpecs per call, slow and fast, after a warm-up call of each."""
+def call_counts(backend: str) -> dict[str, dict[str, int]] | None:
+    """CallSpecs per call, slow and fast, after a warm-up call of each; None when this Keras
+    has no `keras.src.layers.layer.CallSpec` to count (another internal layout)."""
     import keras
 
+    try:
+        from keras.src.layers.layer import CallSpec
+    except ImportError:
+        return None
+    if not isinstance(CallSpec, type) or "__init__" not in CallSpec.__dict__:
+        return None
     arrays = data()
     tokens = keras.ops.convert_to_tensor(arrays["tokens"])
     sequential, model = mlp(), transformer()
     mlp_x = keras.ops.convert_to_tensor(arrays["mlp"])
     dense, dense_x = keras.layers.Dense(4), keras.ops.convert_to_tensor(arrays["dense"])
+    language_model, prompt = causal_lm(), keras.ops.convert_to_tensor(arrays["prompt"])
+    conv_model = convnet()
+    head_dim = LM_WIDTH // LM_HEADS
+    cache = keras.ops.zeros((LM_BATCH, LM_BLOCKS, 2, LM_MAX_LENGTH, LM_HEADS, head_dim))
+    step = prompt[:, :1]
     shapes: dict[str, Callable[[], Any]] = {
         "dense: layer(x)": lambda: dense(dense_x),
         "mlp: model(x)": lambda: sequential(mlp_x),
@@ -184,7 +403,13 @@ def call_counts() -> dict[str, dict[str, int]]:
         "transformer: model(x, training=False)": lambda: model(tokens, training=False),
         "transformer: model(x, training=True)": lambda: model(tokens, training=True),
         "transformer: train_on_batch": lambda: model.train_on_batch(arrays["tokens"], arrays["labels"]),
+        "generate: one decode step, model(token_ids, cache=..., cache_update_index=8)":
+            lambda: language_model(step, cache=cache, cache_update_index=LM_PROMPT),
+        f"generate: greedy loop, {LM_NEW} tokens": lambda: greedy_generate(language_model, prompt),
+        "conv_predict: predict_on_batch(x)": lambda: conv_model.predict_on_batch(arrays["images"]),
     }
+    if "train_step" in UNSUPPORTED.get(backend, ()):
+        del shapes["transformer: train_on_batch"]
     result = {}
     for name, run in shapes.items():
         run()
@@ -194,25 +419,34 @@ def call_counts() -> dict[str, dict[str, int]]:
     return result
 
 
-def environment() -> dict[str, str]:
+def environment() -> dict[str, Any]:
+    """Versions of Python, the backend's packages, and which distribution provides `keras`
+    (`keras` or `keras-nightly`: the driver checks each environment holds the build it times)."""
     from importlib import metadata
 
     import keras
 
-    found = {"keras": keras.__version__, "python": sys.version.split()[0]}
+    found: dict[str, Any] = {"keras": keras.__version__, "python": sys.version.split()[0]}
     for name in ("torch", "jax", "jaxlib", "tensorflow-cpu", "tensorflow", "numpy"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
+    distributions = {}
+    for name in ("keras", "keras-nightly"):
+        try:
+            distributions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    found["keras_distributions"] = distributions
     return found
 
 
 def main() -> None:
     backend = backend_argument(sys.argv[1:])
-    setup_backend(backend)
     if "--counts" in sys.argv:
-        print(json.dumps({"counts": call_counts(), "environment": environment()}))
+        setup_backend(backend)
+        print(json.dumps({"counts": call_counts(backend), "environment": environment()}))
         return
     import pyperf
 
@@ -223,9 +457,15 @@ def main() -> None:
     runner.argparser.add_argument("--backend", default="torch")
     runner.argparser.add_argument("--case", choices=CASES, required=True)
     args = runner.parse_args()
-    run = workload(args.case)
+    run: Callable[[], Any] | None = None
+    if args.worker:
+        # Only the worker processes (calibration included) import Keras and build the model:
+        # the manager process only spawns them and collects their values.
+        setup_backend(backend)
+        run = workload(args.case)
 
     def timed(loops: int) -> float:
+        assert run is not None, "pyperf called the benchmark outside a worker process"
         started = time.perf_counter()
         for _ in range(loops):
             run()

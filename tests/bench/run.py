@@ -1,18 +1,26 @@
-"""Upstream vs patched Keras, side by side (nox -s bench).
+"""Upstream Keras, keras-nightly and the fork, side by side (nox -s bench).
 
-Creates (or reuses) two environments with the same backend requirements, one
-with the upstream wheel of the pinned release and one with the fork's wheel,
-then:
+Creates (or reuses) one environment per build, all with the same backend
+requirements: upstream's wheel of the pinned release, keras-nightly (it installs
+as the `keras` import package, so it needs its own environment) and the fork's
+wheel; with --ablation, also one per patch of the series the fork applies, built
+without that patch. Then:
 
 1. counts the CallSpecs built by the slow constructor and by `CallSpec._fast`
    per call in each (deterministic, machine-independent);
-2. times every case of tests/bench/cases.py with pyperf, alternating the two
-   environments round by round so that drifts of the machine hit both alike;
+2. times every case of tests/bench/cases.py with pyperf, alternating the
+   environments round by round so that drifts of the machine hit all alike;
 3. times forkgen itself: `forkgen build` from a warm cache, and analyze + apply;
 4. prints a table, writes patched_keras/bench/results.json and ratios.png.
 
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0
-        [--backend torch] [--rounds 5] [--processes 2] [--values 5] [--cases dense,mlp]
+        [--nightly keras-nightly==3.16.0.dev2026102704] [--backend torch] [--rounds 3]
+        [--processes 2] [--values 5] [--cases dense,mlp] [--ablation [--ablation-cases dense]]
+
+Every ratio is a ratio of means; its standard error comes from the spread of the
+worker processes' means (values within one process are not independent, the
+processes are). A ratio more than two standard errors from 1 is "faster" or "SLOWER".
+The exit code is 1 when the fork is slower than upstream beyond that in any case.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -37,14 +46,32 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 OUT = ROOT / "patched_keras" / "bench"
 sys.path.insert(0, str(HERE))
-from cases import CASES, DESCRIPTIONS  # noqa: E402
+from cases import CASES, DESCRIPTIONS, MODEL_CASES, UNSUPPORTED  # noqa: E402
 
+#: keras-nightly of the pinned release's time (`--nightly` overrides it).
+NIGHTLY = "keras-nightly==3.16.0.dev2026102704"
+#: The builds every model-level case is timed in, in the order of a round.
+BUILDS = ("upstream", "nightly", "fork")
+#: The ratios reported per case: (numerator, denominator).
+RATIOS = (("fork", "upstream"), ("nightly", "upstream"), ("fork", "nightly"))
+#: The issue's targets per case: fork/upstream at most the first, fork/nightly at most the second.
+TARGETS: dict[str, tuple[float, float]] = {
+    "dense": (0.60, 0.90),
+    "mlp": (0.65, 0.90),
+    "mlp_inference": (0.65, 0.90),
+    "transformer": (0.75, 0.95),
+    "train_step": (0.75, 0.95),
+    "generate": (0.75, 0.95),
+}
 #: Which per-call count goes beside each timed case in the table.
 COUNT_FOR_CASE = {
     "dense": "dense: layer(x)",
     "mlp": "mlp: model(x)",
+    "mlp_inference": "mlp: model(x, training=False)",
     "transformer": "transformer: model(x, training=False)",
     "train_step": "transformer: train_on_batch",
+    "generate": "generate: greedy loop, 16 tokens",
+    "conv_predict": "conv_predict: predict_on_batch(x)",
 }
 
 
@@ -86,33 +113,153 @@ def counts(env: Path, backend: str) -> dict[str, Any]:
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
-def time_case(envs: dict[str, Path], case: str, backend: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Alternate the environments round by round; one pyperf file per environment."""
-    files = {kind: work / f"{kind}-{case}.json" for kind in envs}
-    order = list(envs)
+# -- ablation: the series without one patch ---------------------------------------------------
+
+
+def forkgen(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """`python -m forkgen ...` from the repository root: the checkout's configuration."""
+    return subprocess.run([sys.executable, "-m", "forkgen", *arguments], capture_output=True, text=True, cwd=ROOT)
+
+
+def provenance(wheel: Path) -> dict[str, Any]:
+    result = forkgen("inspect", "--json", str(wheel))
+    if result.returncode != 0:
+        raise SystemExit(f"error: forkgen inspect --json {wheel} failed (exit {result.returncode}): "
+                         f"{(result.stdout + result.stderr).strip()[-2000:]}")
+    return dict(json.loads(result.stdout))
+
+
+def applied_patches(record: dict[str, Any]) -> list[str]:
+    return [str(p["name"]) for p in record.get("patches", []) if p.get("outcome") == "applied"]
+
+
+def dependents(applied: list[str]) -> dict[str, list[str]]:
+    """For each applied patch, the applied patches that need it (transitively), in series order:
+    the series cannot lose a patch without them (`forkgen build` refuses such a selection)."""
+    result = forkgen("series", "--json")
+    try:
+        requires = {str(p["name"]): [str(r) for r in p.get("requires", [])] for p in json.loads(result.stdout)}
+    except (ValueError, TypeError, KeyError):
+        log("forkgen series --json gave no dependencies: each ablation removes only its own patch")
+        requires = {}
+    closure: dict[str, list[str]] = {}
+    for name in applied:
+        removed = {name}
+        grew = True
+        while grew:
+            grew = False
+            for other in applied:
+                if other not in removed and removed & set(requires.get(other, [])):
+                    removed.add(other)
+                    grew = True
+        closure[name] = [other for other in applied if other in removed and other != name]
+    return closure
+
+
+def ablation_builds(wheel: Path, directory: Path) -> list[dict[str, Any]]:
+    """One wheel per applied patch of the fork: the same configuration without that patch
+    (and without the patches that need it). A build that fails, or whose provenance does
+    not show exactly the fork's patches less the removed ones, is reported, not timed."""
+    fork = provenance(wheel)
+    applied = applied_patches(fork)
+    needed_by = dependents(applied)
+    log(f"ablation: the fork applies {', '.join(applied) or 'no patch'}")
+    builds = []
+    for n, name in enumerate(applied, 1):
+        removed = [name, *needed_by[name]]
+        label = f"ablation.{n}"
+        out = directory / str(n)
+        shutil.rmtree(out, ignore_errors=True)
+        command = ["build", *[f"--without-patch={r}" for r in removed], "--local-label", label, "--out-dir", str(out)]
+        entry: dict[str, Any] = {"kind": label, "patch": name, "also_removed": needed_by[name],
+                                 "command": " ".join(["python -m forkgen", *command]), "wheel": None, "error": None}
+        builds.append(entry)
+        log(f"ablation: building the series without {' + '.join(removed)} ({label})")
+        result = forkgen(*command)
+        if result.returncode != 0:
+            entry["error"] = f"forkgen build failed (exit {result.returncode}): " + \
+                " ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
+            log(f"ablation: {entry['error']}")
+            continue
+        built = Path(result.stdout.strip().splitlines()[-1])
+        record = provenance(built)
+        expected = [p for p in applied if p not in removed]
+        if applied_patches(record) != expected or record.get("upstream") != fork.get("upstream"):
+            entry["error"] = (f"{built.name} applies {applied_patches(record)} to {record.get('upstream')}, "
+                              f"not {expected} to {fork.get('upstream')}: the fork was not built with this "
+                              "checkout's configuration")
+            log(f"ablation: {entry['error']}")
+            continue
+        entry["wheel"] = str(built)
+        entry["version"] = record.get("fork_version")
+    return builds
+
+
+# -- timing -----------------------------------------------------------------------------------
+
+
+def summary(path: Path) -> dict[str, Any]:
+    import pyperf
+
+    benchmark = pyperf.Benchmark.load(str(path))
+    # Values within one worker process are not independent; the worker processes are.
+    # The uncertainty of the mean is the standard error over the processes' means.
+    process_means = [statistics.fmean(run.values) for run in benchmark.get_runs() if run.values]
+    error = statistics.stdev(process_means) / math.sqrt(len(process_means)) if len(process_means) > 1 else None
+    return {"mean": benchmark.mean(), "stdev": benchmark.stdev() if benchmark.get_nvalue() > 1 else 0.0,
+            "median": benchmark.median(), "values": benchmark.get_nvalue(), "processes": len(process_means),
+            "standard_error": error}
+
+
+def calibrated_loops(path: Path) -> int:
+    import pyperf
+
+    loops = {run.get_loops() for run in pyperf.Benchmark.load(str(path)).get_runs() if run.values}
+    return max(loops)
+
+
+def ratio(stats: dict[str, Any], numerator: str, denominator: str) -> dict[str, Any]:
+    """numerator/denominator of the means, its standard error, and the verdict at 2 SE."""
+    top, bottom = stats[numerator], stats[denominator]
+    value = top["mean"] / bottom["mean"]
+    error = None
+    if top["standard_error"] is not None and bottom["standard_error"] is not None:
+        error = value * math.hypot(top["standard_error"] / top["mean"], bottom["standard_error"] / bottom["mean"])
+    return {"ratio": value, "standard_error": error, "verdict": verdict(value, error)}
+
+
+def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, args: argparse.Namespace,
+              work: Path) -> dict[str, Any]:
+    """Alternate the environments round by round; one pyperf file per environment. The first
+    run calibrates pyperf's loops; every later run uses them, so all builds time the same
+    number of calls per value and no run spends a worker process on calibration."""
+    files = {kind: work / f"{kind}-{case}.json" for kind in kinds}
+    loops: int | None = None
+    started = time.perf_counter()
     for round_number in range(args.rounds):
-        for kind in order if round_number % 2 == 0 else reversed(order):
+        for kind in kinds if round_number % 2 == 0 else list(reversed(kinds)):
             command = [python(envs[kind]), str(HERE / "cases.py"), "--backend", backend, "--case", case, "--quiet",
                        "--processes", str(args.processes), "--values", str(args.values), "--warmups", "1",
                        "--append", str(files[kind])]
+            if loops is not None:
+                command += ["--loops", str(loops)]
             run(command, cwd=HERE)
-        log(f"  {case}: round {round_number + 1}/{args.rounds} done")
-    import pyperf
-
-    stats = {}
-    for kind, path in files.items():
-        benchmark = pyperf.Benchmark.load(str(path))
-        # Values within one worker process are not independent; the worker processes are.
-        # The uncertainty of the mean is the standard error over the processes' means.
-        process_means = [statistics.fmean(run.values) for run in benchmark.get_runs() if run.values]
-        stats[kind] = {"mean": benchmark.mean(), "stdev": benchmark.stdev(), "median": benchmark.median(),
-                       "values": benchmark.get_nvalue(), "processes": len(process_means),
-                       "standard_error": statistics.stdev(process_means) / math.sqrt(len(process_means))}
-    up, fork = stats["upstream"], stats["patched"]
-    ratio = fork["mean"] / up["mean"]
-    uncertainty = ratio * math.hypot(up["standard_error"] / up["mean"], fork["standard_error"] / fork["mean"])
-    return {"case": case, "description": DESCRIPTIONS[case], "upstream": up, "patched": fork,
-            "ratio": ratio, "ratio_uncertainty": uncertainty}
+            if loops is None:
+                loops = calibrated_loops(files[kind])
+        log(f"  {case}: round {round_number + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)")
+    stats = {kind: summary(path) for kind, path in files.items()}
+    result: dict[str, Any] = {"case": case, "description": DESCRIPTIONS[case], "loops": loops, "stats": stats,
+                              "ratios": {}, "targets": {}, "ablation": {}}
+    for numerator, denominator in RATIOS:
+        if numerator in stats and denominator in stats:
+            result["ratios"][f"{numerator}/{denominator}"] = ratio(stats, numerator, denominator)
+    for name, target in zip(("fork/upstream", "fork/nightly"), TARGETS.get(case, ()), strict=False):
+        if name in result["ratios"]:
+            result["targets"][name] = {"at_most": target, "met": result["ratios"][name]["ratio"] <= target}
+    for kind in stats:
+        if kind.startswith("ablation."):
+            result["ablation"][kind] = ratio(stats, kind, "fork")
+    return result
 
 
 def tool_cost(upstream: str, distribution: str) -> dict[str, float]:
@@ -149,6 +296,9 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version()}
 
 
+# -- report -----------------------------------------------------------------------------------
+
+
 def human(seconds: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
@@ -156,8 +306,10 @@ def human(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def verdict(ratio: float, uncertainty: float) -> str:
+def verdict(ratio: float, uncertainty: float | None) -> str:
     """Faster or slower beyond the noise: the ratio is more than two standard errors from 1."""
+    if uncertainty is None:
+        return "no error estimate"
     if ratio - 2 * uncertainty > 1:
         return "SLOWER"
     if ratio + 2 * uncertainty < 1:
@@ -165,25 +317,85 @@ def verdict(ratio: float, uncertainty: float) -> str:
     return "within noise"
 
 
+def shown(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "n/a"
+    error = "?" if entry["standard_error"] is None else f"{entry['standard_error']:.3f}"
+    return f"{entry['ratio']:.3f} ± {error} ({entry['verdict']})"
+
+
+def timing(stats: dict[str, Any], kind: str) -> str:
+    return "n/a" if kind not in stats else f"{human(stats[kind]['mean'])} ± {human(stats[kind]['stdev'])}"
+
+
+def count(results: dict[str, Any], kind: str, shape: str | None) -> str:
+    measured = results["counts"].get(kind, {}).get("counts")
+    if shape is None:
+        return "-"
+    if measured is None or shape not in measured:
+        return "n/a"
+    return f"{measured[shape]['slow']}/{measured[shape]['fast']}"
+
+
+def removed_text(build: dict[str, Any]) -> str:
+    also = build["also_removed"]
+    return build["patch"] + (f" (and {', '.join(also)}, which need{'s' if len(also) == 1 else ''} it)" if also else "")
+
+
 def table(results: dict[str, Any]) -> str:
-    count_sets = {kind: results["counts"][kind]["counts"] for kind in ("upstream", "patched")}
-    lines = ["| case | upstream (mean ± std dev) | patched (mean ± std dev) | ratio patched/upstream ± std error "
-             "| CallSpecs slow/fast: upstream | patched |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| case | upstream (mean ± std dev) | nightly (mean ± std dev) | fork (mean ± std dev) "
+             "| fork/upstream ± std error | nightly/upstream ± std error | fork/nightly ± std error "
+             "| target fork/upstream | target fork/nightly | CallSpecs slow/fast: upstream | nightly | fork |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in results["cases"]:
+        targets = []
+        for name in ("fork/upstream", "fork/nightly"):
+            target = row["targets"].get(name)
+            targets.append("-" if target is None else
+                           f"≤ {target['at_most']:.2f}: {'met' if target['met'] else 'missed'}")
         shape = COUNT_FOR_CASE.get(row["case"])
-        count = ["-", "-"] if shape is None else [
-            f"{count_sets[k][shape]['slow']}/{count_sets[k][shape]['fast']}" for k in ("upstream", "patched")]
-        up, fork = row["upstream"], row["patched"]
         lines.append(
-            f"| {row['case']}: {row['description']} | {human(up['mean'])} ± {human(up['stdev'])} "
-            f"| {human(fork['mean'])} ± {human(fork['stdev'])} | {row['ratio']:.3f} ± {row['ratio_uncertainty']:.3f} "
-            f"({verdict(row['ratio'], row['ratio_uncertainty'])}) | {count[0]} | {count[1]} |"
+            f"| {row['case']}: {row['description']} | " + " | ".join(timing(row["stats"], k) for k in BUILDS)
+            + " | " + " | ".join(shown(row["ratios"].get(f"{a}/{b}")) for a, b in RATIOS)
+            + " | " + " | ".join(targets) + " | " + " | ".join(count(results, k, shape) for k in BUILDS) + " |"
         )
-    lines += ["", "| CallSpecs per call (slow/fast) | upstream | patched |", "|---|---|---|"]
-    for shape in count_sets["patched"]:
-        up, fork = count_sets["upstream"][shape], count_sets["patched"][shape]
-        lines.append(f"| {shape} | {up['slow']}/{up['fast']} | {fork['slow']}/{fork['fast']} |")
+    kinds = [*BUILDS, *(b["kind"] for b in results.get("ablation", []) if b["wheel"])]
+    headers = {"upstream": "upstream", "nightly": "nightly", "fork": "fork",
+               **{b["kind"]: f"fork without {b['patch']}" for b in results.get("ablation", [])}}
+    shapes: list[str] = []
+    for kind in kinds:
+        for shape in results["counts"].get(kind, {}).get("counts") or {}:
+            if shape not in shapes:
+                shapes.append(shape)
+    lines += ["", "| CallSpecs per call (slow/fast) | " + " | ".join(headers[k] for k in kinds) + " |",
+              "|---" * (len(kinds) + 1) + "|"]
+    for shape in shapes:
+        lines.append(f"| {shape} | " + " | ".join(count(results, k, shape) for k in kinds) + " |")
+    if results.get("ablation"):
+        ablated = [row for row in results["cases"] if row["ablation"]]
+        lines += ["", "Ablation: the series without one patch, timed against the full series (the fork) "
+                  "in the same rounds; a ratio above 1 is time that patch saves.", "",
+                  "| series without | wheel | " + " | ".join(f"{row['case']}: without / full ± std error"
+                                                           for row in ablated) + " |",
+                  "|---|---|" + "---|" * len(ablated)]
+        for build in results["ablation"]:
+            if not build["wheel"]:
+                lines.append(f"| {removed_text(build)} | not built: {build['error']} |"
+                             + " n/a |" * len(ablated))
+                continue
+            cells = []
+            for row in ablated:
+                entry = row["ablation"].get(build["kind"])
+                cells.append("n/a" if entry is None else shown(entry).replace("(SLOWER)", "(slower without it)")
+                             .replace("(faster)", "(faster without it)"))
+            lines.append(f"| {removed_text(build)} | {Path(build['wheel']).name} | " + " | ".join(cells) + " |")
+        lines += ["", "| case | fork (full series, mean ± std dev) | "
+                  + " | ".join(f"without {b['patch']}" for b in results["ablation"] if b["wheel"]) + " |",
+                  "|---|---|" + "---|" * len([b for b in results["ablation"] if b["wheel"]])]
+        for row in ablated:
+            lines.append(f"| {row['case']} | {timing(row['stats'], 'fork')} | "
+                         + " | ".join(timing(row["stats"], b["kind"]) for b in results["ablation"] if b["wheel"])
+                         + " |")
     return "\n".join(lines)
 
 
@@ -194,76 +406,183 @@ def chart(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = results["cases"]
-    figure, axes = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.6))
-    names = [row["case"] for row in rows]
-    axes.barh(names, [row["ratio"] for row in rows], xerr=[row["ratio_uncertainty"] for row in rows],
-              color=["tab:green" if row["ratio"] < 1 else "tab:red" for row in rows], capsize=4)
+    ablated = [row for row in rows if row["ablation"]]
+    panels = 2 if ablated else 1
+    heights = [0.75 * len(rows) + 1.2] + ([0.5 * len(ablated) * len(results["ablation"]) + 1.2] if ablated else [])
+    figure, axes_list = plt.subplots(panels, 1, figsize=(9, sum(heights) + 0.6), squeeze=False,
+                                     gridspec_kw={"height_ratios": heights})
+    axes = axes_list[0][0]
+    colors = {"fork/upstream": "tab:blue", "nightly/upstream": "tab:orange", "fork/nightly": "tab:green"}
+    bar = 0.26
+    for i, (name, color) in enumerate(colors.items()):
+        positions, values, errors = [], [], []
+        for j, row in enumerate(rows):
+            entry = row["ratios"].get(name)
+            if entry is not None:
+                positions.append(j + (i - 1) * bar)
+                values.append(entry["ratio"])
+                errors.append(entry["standard_error"] or 0.0)
+        axes.barh(positions, values, height=bar, xerr=errors, color=color, capsize=3, label=name)
+        for j, row in enumerate(rows):
+            target = row["targets"].get(name)
+            if target is not None:
+                axes.plot([target["at_most"]] * 2, [j + (i - 1.5) * bar, j + (i - 0.5) * bar], color="black",
+                          linewidth=2)
+    axes.set_yticks(range(len(rows)), [row["case"] for row in rows])
     axes.axvline(1.0, color="black", linewidth=1)
     axes.invert_yaxis()
-    axes.set_xlabel("time ratio patched / upstream (lower is faster)")
-    axes.set_title(f"Keras {results['upstream_version']}, {results['backend']} backend, {results['machine']['cpu']}",
-                   fontsize=9)
+    axes.set_xlabel("time ratio (lower: the first build is faster); black ticks: the issue's targets")
+    axes.legend(fontsize=8, loc="lower right")
+    axes.set_title(f"Keras {results['upstream_version']}, keras-nightly {results['nightly_version']} and the fork, "
+                   f"{results['backend']} backend, {results['machine']['cpu']}", fontsize=9)
+    if ablated:
+        axes = axes_list[1][0]
+        builds = [b for b in results["ablation"] if b["wheel"]]
+        labels, values, errors = [], [], []
+        for row in ablated:
+            for build in builds:
+                entry = row["ablation"].get(build["kind"])
+                if entry is not None:
+                    labels.append(f"{row['case']}: without {build['patch']}")
+                    values.append(entry["ratio"])
+                    errors.append(entry["standard_error"] or 0.0)
+        axes.barh(labels, values, xerr=errors, capsize=3,
+                  color=["tab:red" if v > 1 else "tab:gray" for v in values])
+        axes.axvline(1.0, color="black", linewidth=1)
+        axes.invert_yaxis()
+        axes.set_xlabel("time ratio series without the patch / full series (above 1: the patch saves time)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def check_environments(counted: dict[str, dict[str, Any]], expected: dict[str, tuple[str, str]]) -> None:
+    """All environments hold the same backend packages, and each imports the Keras it should."""
+    backend_packages = {kind: {k: v for k, v in data["environment"].items() if not k.startswith("keras")}
+                        for kind, data in counted.items()}
+    if len({json.dumps(p, sort_keys=True) for p in backend_packages.values()}) > 1:
+        raise SystemExit(f"error: the environments differ beyond Keras: {backend_packages}")
+    for kind, (distribution, version) in expected.items():
+        found = counted[kind]["environment"].get("keras_distributions", {})
+        if found != {distribution: version}:
+            raise SystemExit(f"error: the {kind} environment holds {found or 'no Keras distribution'}, "
+                             f"not {distribution} {version}: refusing to time something else")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheel", type=Path, required=True, help="the fork's wheel")
     parser.add_argument("--upstream", required=True, help="the upstream requirement, e.g. keras==3.15.1")
+    parser.add_argument("--nightly", default=NIGHTLY, help=f"the keras-nightly requirement (default {NIGHTLY})")
     parser.add_argument("--requirement", action="append", default=[], help="a backend requirement (repeatable)")
     parser.add_argument("--backend", default="torch", choices=["torch", "jax", "tensorflow", "numpy"])
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
-    parser.add_argument("--rounds", type=int, default=5, help="alternations of the two environments per case (default 5)")
-    parser.add_argument("--processes", type=int, default=2, help="pyperf worker processes per round")
-    parser.add_argument("--values", type=int, default=5, help="pyperf values per worker process")
+    parser.add_argument("--cases", default=None,
+                        help=f"comma-separated subset of {', '.join(CASES)} (default: all the backend runs)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternations of the environments per case (default 3)")
+    parser.add_argument("--processes", type=int, default=2, help="pyperf worker processes per round (default 2)")
+    parser.add_argument("--values", type=int, default=5, help="pyperf values per worker process (default 5)")
     parser.add_argument("--no-tool-cost", action="store_true", help="skip timing forkgen build and analyze + apply")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also build the series without each patch the fork applies, and time those wheels "
+                             "(one environment and one more timing per patch and case: long)")
+    parser.add_argument("--ablation-cases", default=None,
+                        help="comma-separated cases the ablation times (default: the model-level ones among --cases)")
     args = parser.parse_args()
-    cases = [c for c in args.cases.split(",") if c]
-    if args.rounds * args.processes < 2:
-        parser.error("--rounds × --processes must be at least 2: the uncertainty comes from the spread between processes")
+    unsupported = UNSUPPORTED.get(args.backend, set())
+    if args.cases is None:
+        cases = [c for c in CASES if c not in unsupported]
+    else:
+        cases = [c for c in args.cases.split(",") if c]
     unknown = sorted(set(cases) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s): {', '.join(unknown)}")
-    distribution = args.upstream.split("==", 1)[0]
+    if set(cases) & unsupported:
+        parser.error(f"the {args.backend} backend cannot run: {', '.join(sorted(set(cases) & unsupported))}")
+    if args.ablation_cases is None:
+        ablation_cases = [c for c in cases if c in MODEL_CASES] if args.ablation else []
+    else:
+        if not args.ablation:
+            parser.error("--ablation-cases needs --ablation")
+        ablation_cases = [c for c in args.ablation_cases.split(",") if c]
+        outside = [c for c in ablation_cases if c not in cases]
+        if outside:
+            parser.error(f"--ablation-cases must be among the timed cases (--cases): {', '.join(outside)}")
+    if min(args.rounds, args.processes, args.values) < 1:
+        parser.error("--rounds, --processes and --values must be at least 1")
+    if args.rounds * args.processes < 2:
+        log("warning: one worker process per build: no standard error, so no verdict "
+            "(--rounds × --processes of at least 2 gives one)")
+    distribution, upstream_version = args.upstream.split("==", 1)
+    nightly_distribution = re.split(r"[<>=!~\[ ;@]", args.nightly, maxsplit=1)[0]
+    nightly_version = args.nightly.split("==", 1)[1].strip() if "==" in args.nightly else ""
+    if not args.wheel.is_file():
+        parser.error(f"no wheel at {args.wheel}")
+    fork_version = args.wheel.name.split("-")[1]
     base = [*args.requirement, "pyperf"]
     envs = {"upstream": environment("upstream", args.backend, [args.upstream, "--only-binary", distribution, *base]),
-            "patched": environment("patched", args.backend, [str(args.wheel.resolve()), *base])}
+            "nightly": environment("nightly", args.backend,
+                                   [args.nightly, "--only-binary", nightly_distribution, *base]),
+            "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])}
+    ablations: list[dict[str, Any]] = []
+    if args.ablation:
+        ablations = ablation_builds(args.wheel.resolve(), OUT / "ablation" / "wheels")
+        for build in ablations:
+            if build["wheel"]:
+                envs[build["kind"]] = environment(build["kind"], args.backend, [build["wheel"], *base])
     log("counting CallSpecs per call")
     counted = {kind: counts(env, args.backend) for kind, env in envs.items()}
-    backend_packages = [{k: v for k, v in counted[kind]["environment"].items() if k != "keras"} for kind in envs]
-    if backend_packages[0] != backend_packages[1]:
-        raise SystemExit(f"error: the two environments differ beyond Keras: {backend_packages}")
+    expected = {"upstream": (distribution, upstream_version), "fork": (distribution, fork_version),
+                **{b["kind"]: (distribution, b["version"]) for b in ablations if b["wheel"]}}
+    check_environments(counted, expected)
+    nightly_found = counted["nightly"]["environment"].get("keras_distributions", {})
+    if list(nightly_found) != [nightly_distribution] or nightly_version not in ("", nightly_found[nightly_distribution]):
+        raise SystemExit(f"error: the nightly environment holds {nightly_found or 'no Keras distribution'}, "
+                         f"not {args.nightly}: refusing to time something else")
     results: dict[str, Any] = {
-        "machine": machine(), "backend": args.backend, "upstream_version": args.upstream.split("==", 1)[1],
+        "machine": machine(), "backend": args.backend, "upstream_version": upstream_version,
+        "nightly_version": nightly_found[nightly_distribution], "fork_version": fork_version,
+        "builds": {"upstream": args.upstream, "nightly": args.nightly, "fork": str(args.wheel.resolve())},
         "environments": {kind: counted[kind]["environment"] for kind in envs},
-        "settings": {"rounds": args.rounds, "processes_per_round": args.processes, "values": args.values},
-        "counts": counted, "cases": [],
+        "settings": {"rounds": args.rounds, "processes_per_round": args.processes, "values": args.values,
+                     "cases": cases, "ablation_cases": ablation_cases},
+        "counts": counted, "ablation": ablations, "cases": [],
     }
     OUT.mkdir(parents=True, exist_ok=True)
     work = OUT / "pyperf" / args.backend  # kept: `python -m pyperf stats|hist|compare_to FILE`
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    started = time.perf_counter()
     for case in cases:
-        log(f"timing {case}: {DESCRIPTIONS[case]}")
-        results["cases"].append(time_case(envs, case, args.backend, args, work))
+        # The CallSpec micro case compares the two constructors; keras-nightly has only upstream's.
+        kinds = ["upstream", "fork"] if case == "callspec" else list(BUILDS)
+        if case in ablation_cases:
+            kinds += [b["kind"] for b in ablations if b["wheel"]]
+        log(f"timing {case} in {', '.join(kinds)}: {DESCRIPTIONS[case]}")
+        results["cases"].append(time_case(kinds, envs, case, args.backend, args, work))
+    results["timing_seconds"] = time.perf_counter() - started
     if not args.no_tool_cost:
         log("timing forkgen build (warm cache) and analyze + apply")
         results["tool"] = tool_cost(args.upstream, distribution)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     chart(results, OUT / "ratios.png")
-    print(f"Keras {results['upstream_version']} on {args.backend}; {results['machine']['cpu']}, "
-          f"{results['machine']['cores']} cores; {results['environments']['patched']}")
+    print(f"Keras {upstream_version} (upstream), keras-nightly {results['nightly_version']} and "
+          f"keras {fork_version} (fork) on {args.backend}; {results['machine']['cpu']}, "
+          f"{results['machine']['cores']} cores; {results['environments']['fork']}; "
+          f"{args.rounds} rounds × {args.processes} processes × {args.values} values, "
+          f"timings took {results['timing_seconds'] / 60:.1f} min")
     print(table(results))
     if "tool" in results:
         tool = results["tool"]
         print(f"\nforkgen build (warm cache): {tool['build_seconds']:.1f} s; "
               f"analyze + apply: {tool['analyze_apply_seconds']:.2f} s (median of 3)")
     print(f"\nwrote {OUT / 'results.json'} and {OUT / 'ratios.png'}")
-    slower = [r["case"] for r in results["cases"] if verdict(r["ratio"], r["ratio_uncertainty"]) == "SLOWER"]
+    slower = [r["case"] for r in results["cases"] if r["ratios"]["fork/upstream"]["verdict"] == "SLOWER"]
     if slower:
-        print(f"patched slower than upstream beyond the noise: {', '.join(slower)}", file=sys.stderr)
+        print(f"fork slower than upstream beyond the noise: {', '.join(slower)}", file=sys.stderr)
         return 1
     return 0
 

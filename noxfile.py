@@ -228,13 +228,19 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, requires=["build_fork"])
 def bench(session: nox.Session) -> None:
-    """Upstream vs patched wheel of the pinned release: pyperf timings, CallSpec counts, a chart.
+    """Upstream Keras, keras-nightly and the fork, measured in the same run: pyperf timings,
+    CallSpec counts, the issue's targets, a chart.
 
-    Not part of `nox`. torch by default; `nox -s bench -- --backend jax` (or tensorflow,
-    numpy); `-- --cases dense,train_step --rounds 5` and the other options of
-    tests/bench/run.py. Writes patched_keras/bench/results.json and ratios.png.
+    Not part of `nox` (about 25 minutes with the defaults). torch by default;
+    `nox -s bench -- --backend jax` (or tensorflow, numpy); `-- --cases dense,generate
+    --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
+    series without each patch the fork applies, built here with `forkgen build
+    --without-patch`: long) and the other options of tests/bench/run.py. Writes
+    patched_keras/bench/results.json and ratios.png; exits 1 when the fork is slower than
+    upstream beyond two standard errors in any case.
     """
     wheel = fork_wheel(session)
+    # forkgen itself: `forkgen inspect`, and `forkgen build --without-patch` for --ablation.
     session.install(".", "pyperf", "matplotlib")
     session.run("forkgen", "inspect", "--check-current", str(wheel), silent=True)  # never time a stale wheel
     backend = "torch"
@@ -246,6 +252,8 @@ def bench(session: nox.Session) -> None:
     if backend not in BACKENDS:
         session.error(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     pinned = pin()
+    # The three builds get the same backend requirements (run.py checks the installed versions
+    # agree); keras-nightly's default is run.py's (--nightly SPEC overrides it).
     session.run(
         "python", "tests/bench/run.py", "--wheel", str(wheel),
         "--upstream", f"{pinned['distribution']}=={pinned['version']}",

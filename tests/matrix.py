@@ -22,7 +22,7 @@ import tempfile
 import time
 import venv
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +41,8 @@ class Row:
     applied: str = "-"
     equivalence: str = "-"
     seconds: float = 0.0
+    #: patch name -> its outcome on this release (applied, upstream, not applicable, drift).
+    patches: dict[str, str] = field(default_factory=dict)
 
 
 def releases(include_nightly: bool) -> list[tuple[str, str]]:
@@ -80,10 +82,11 @@ def check(distribution: str, version: str, work: Path) -> Row:
         source = fetched.stdout.strip().splitlines()[-1]
         analysed = forkgen("analyze", source, "--json")
         report = json.loads(analysed.stdout) if analysed.stdout.strip() else {}
+        row.patches = {p["name"]: p["outcome"] for p in report.get("patches", [])}
+        row.variant = report.get("callspec_variant") or "-"
         if analysed.returncode != 0:
             row.applied = f"refused (exit {analysed.returncode}): {report.get('error', last_error(analysed.stderr))}"
             return row
-        row.variant = report["variant"]
         out = work / f"{distribution}-{version}"
         built = forkgen("build", "--distribution", distribution, "--version", version, "--out-dir", str(out))
         if built.returncode != 0:
@@ -124,7 +127,17 @@ def equivalence(wheel: str, version: str, env_dir: Path) -> str:
     return ("pass: " if tests.returncode == 0 else "FAIL: ") + summary
 
 
+def series_names() -> list[str]:
+    listed = forkgen("series", "--json")
+    return [p["name"] for p in json.loads(listed.stdout)] if listed.returncode == 0 else []
+
+
+SHORT = {"applied": "applied", "upstream": "upstream", "not applicable": "n/a", "drift": "DRIFT"}
+
+
 def write(rows: list[Row], output: Path) -> None:
+    names = series_names()
+    names += sorted({n for r in rows for n in r.patches} - set(names))
     lines = [
         "# Compatibility",
         "",
@@ -142,20 +155,37 @@ def write(rows: list[Row], output: Path) -> None:
         "registry, so there is no such type to test). `seconds` is the wall time of the whole",
         "row, two releases at a time on a 2-core machine.",
         "",
-        "| release | CallSpec variant | applied | equivalence (torch) | seconds |",
-        "|---|---|---|---|---|",
+        "Each patch of the series (`forkgen series`) has one outcome per release: *applied*,",
+        "*upstream* (the release already contains the change), *n/a* (the release predates the code",
+        "the patch targets) or *DRIFT* (its anchors moved: the build is refused). Patches:",
+        "",
+        *[f"- P{i}: `{name}`" for i, name in enumerate(names, 1)],
+        "",
+        "| release | CallSpec variant | " + " | ".join(f"P{i}" for i in range(1, len(names) + 1))
+        + " | built | equivalence (torch) | seconds |",
+        "|---|---|" + "---|" * len(names) + "---|---|---|",
     ]
-    lines += [f"| {r.release} | {r.variant} | {r.applied} | {r.equivalence} | {r.seconds:.0f} |" for r in rows]
+    for r in rows:
+        outcomes = " | ".join(SHORT.get(r.patches.get(n, "-"), r.patches.get(n, "-")) for n in names)
+        lines.append(f"| {r.release} | {r.variant} | {outcomes} | {r.applied} | {r.equivalence} | {r.seconds:.0f} |")
     output.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def read(path: Path) -> list[Row]:
-    """The rows of an existing COMPATIBILITY.md."""
+    """The rows of an existing COMPATIBILITY.md (with the patch columns its legend names)."""
     rows = []
+    names = []
     for line in path.read_text(encoding="utf-8").splitlines():
+        legend = re.match(r"- P\d+: `([^`]+)`", line)
+        if legend:
+            names.append(legend.group(1))
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0].startswith(("keras ", "keras-nightly ")):
-            rows.append(Row(cells[0], cells[1], cells[2], cells[3], float(cells[4])))
+        if len(cells) == 5 + len(names) and cells[0].startswith(("keras ", "keras-nightly ")):
+            back = {v: k for k, v in SHORT.items()}
+            patches = {n: back.get(c, c) for n, c in zip(names, cells[2 : 2 + len(names)], strict=True) if c != "-"}
+            release, variant, *_ = cells
+            built, equivalence, seconds = cells[-3:]
+            rows.append(Row(release, variant, built, equivalence, float(seconds), patches))
     return rows
 
 

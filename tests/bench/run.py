@@ -170,7 +170,8 @@ def ablation_builds(wheel: Path, directory: Path) -> list[dict[str, Any]]:
         label = f"ablation.{n}"
         out = directory / str(n)
         shutil.rmtree(out, ignore_errors=True)
-        command = ["build", *[f"--without-patch={r}" for r in removed], "--local-label", label, "--out-dir", str(out)]
+        command = ["build", *[a for r in removed for a in ("--without-patch", r)], "--local-label", label,
+                   "--out-dir", str(out)]
         entry: dict[str, Any] = {"kind": label, "patch": name, "also_removed": needed_by[name],
                                  "command": " ".join(["python -m forkgen", *command]), "wheel": None, "error": None}
         builds.append(entry)
@@ -342,6 +343,10 @@ def removed_text(build: dict[str, Any]) -> str:
     return build["patch"] + (f" (and {', '.join(also)}, which need{'s' if len(also) == 1 else ''} it)" if also else "")
 
 
+def without(build: dict[str, Any]) -> str:
+    return " + ".join([build["patch"], *build["also_removed"]])
+
+
 def table(results: dict[str, Any]) -> str:
     lines = ["| case | upstream (mean ± std dev) | nightly (mean ± std dev) | fork (mean ± std dev) "
              "| fork/upstream ± std error | nightly/upstream ± std error | fork/nightly ± std error "
@@ -359,9 +364,12 @@ def table(results: dict[str, Any]) -> str:
             + " | " + " | ".join(shown(row["ratios"].get(f"{a}/{b}")) for a, b in RATIOS)
             + " | " + " | ".join(targets) + " | " + " | ".join(count(results, k, shape) for k in BUILDS) + " |"
         )
+    lines += ["", "A ratio a/b is the mean time of build a over that of build b: \"faster\" (\"SLOWER\") when a "
+              "is faster (slower) than b by more than two standard errors. A target is met when the ratio is at "
+              "most the target (informational: only \"fork/upstream SLOWER\" fails the run)."]
     kinds = [*BUILDS, *(b["kind"] for b in results.get("ablation", []) if b["wheel"])]
     headers = {"upstream": "upstream", "nightly": "nightly", "fork": "fork",
-               **{b["kind"]: f"fork without {b['patch']}" for b in results.get("ablation", [])}}
+               **{b["kind"]: f"fork without {without(b)}" for b in results.get("ablation", [])}}
     shapes: list[str] = []
     for kind in kinds:
         for shape in results["counts"].get(kind, {}).get("counts") or {}:
@@ -390,7 +398,7 @@ def table(results: dict[str, Any]) -> str:
                              .replace("(faster)", "(faster without it)"))
             lines.append(f"| {removed_text(build)} | {Path(build['wheel']).name} | " + " | ".join(cells) + " |")
         lines += ["", "| case | fork (full series, mean ± std dev) | "
-                  + " | ".join(f"without {b['patch']}" for b in results["ablation"] if b["wheel"]) + " |",
+                  + " | ".join(f"without {without(b)}" for b in results["ablation"] if b["wheel"]) + " |",
                   "|---|---|" + "---|" * len([b for b in results["ablation"] if b["wheel"]])]
         for row in ablated:
             lines.append(f"| {row['case']} | {timing(row['stats'], 'fork')} | "
@@ -409,7 +417,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     ablated = [row for row in rows if row["ablation"]]
     panels = 2 if ablated else 1
     heights = [0.75 * len(rows) + 1.2] + ([0.5 * len(ablated) * len(results["ablation"]) + 1.2] if ablated else [])
-    figure, axes_list = plt.subplots(panels, 1, figsize=(9, sum(heights) + 0.6), squeeze=False,
+    figure, axes_list = plt.subplots(panels, 1, figsize=(10, sum(heights) + 0.6), squeeze=False,
                                      gridspec_kw={"height_ratios": heights})
     axes = axes_list[0][0]
     colors = {"fork/upstream": "tab:blue", "nightly/upstream": "tab:orange", "fork/nightly": "tab:green"}
@@ -432,7 +440,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     axes.axvline(1.0, color="black", linewidth=1)
     axes.invert_yaxis()
     axes.set_xlabel("time ratio (lower: the first build is faster); black ticks: the issue's targets")
-    axes.legend(fontsize=8, loc="lower right")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_title(f"Keras {results['upstream_version']}, keras-nightly {results['nightly_version']} and the fork, "
                    f"{results['backend']} backend, {results['machine']['cpu']}", fontsize=9)
     if ablated:
@@ -443,7 +451,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
             for build in builds:
                 entry = row["ablation"].get(build["kind"])
                 if entry is not None:
-                    labels.append(f"{row['case']}: without {build['patch']}")
+                    labels.append(f"{row['case']}: without {without(build)}")
                     values.append(entry["ratio"])
                     errors.append(entry["standard_error"] or 0.0)
         axes.barh(labels, values, xerr=errors, capsize=3,
@@ -571,7 +579,9 @@ def main() -> int:
     chart(results, OUT / "ratios.png")
     print(f"Keras {upstream_version} (upstream), keras-nightly {results['nightly_version']} and "
           f"keras {fork_version} (fork) on {args.backend}; {results['machine']['cpu']}, "
-          f"{results['machine']['cores']} cores; {results['environments']['fork']}; "
+          f"{results['machine']['cores']} cores; "
+          + ", ".join(f"{k} {v}" for k, v in results["environments"]["fork"].items() if not k.startswith("keras"))
+          + "; "
           f"{args.rounds} rounds × {args.processes} processes × {args.values} values, "
           f"timings took {results['timing_seconds'] / 60:.1f} min")
     print(table(results))

@@ -8,6 +8,7 @@ overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -65,6 +66,14 @@ def pin() -> dict[str, str]:
     return table
 
 
+def install_project(session: nox.Session, extra: str = "", *more: str) -> None:
+    """`pip install .[extra]`, without what an earlier build of another checkout state left:
+    setuptools packs ./build/lib again, so a module removed or renamed since would ship on (and
+    change the codemods digest that the test gates compare)."""
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    session.install(f".{extra}", *more)
+
+
 def fork_wheel(session: nox.Session) -> Path:
     """The fork wheel a session tests: the one `build_fork` (every such session's `requires=`)
     has just built from this checkout, or FORKGEN_WHEEL. Whether it is current and installed
@@ -87,21 +96,21 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def unit(session: nox.Session) -> None:
     """Offline tests: codemods on synthetic modules, the stages, the CLI."""
-    session.install(".[test]")
+    install_project(session, "[test]")
     session.run("pytest", "tests/unit", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Analyze and apply on the real pinned Keras sdist (downloads it once)."""
-    session.install(".[test]")
+    install_project(session, "[test]")
     session.run("pytest", "tests/integration", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def build_fork(session: nox.Session) -> None:
     """Build the fork's wheel into patched_keras/dist/ (extra args go to `forkgen build`)."""
-    session.install(".")
+    install_project(session)
     # Extra arguments are for `forkgen build` only when build_fork itself was asked for; pulled in
     # through `requires=` (e.g. `nox -s equivalence -- --hypothesis-profile thorough`), they are
     # the other session's.
@@ -117,7 +126,7 @@ def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
     wheel = fork_wheel(session)
     session.install(str(wheel), TORCH_SPEC, PYTEST)
-    session.install(".")  # forkgen itself: tests/installed/test_report_crosscheck.py runs `forkgen report`
+    install_project(session)  # forkgen itself: tests/installed/test_report_crosscheck.py runs `forkgen report`
     session.run(
         "pytest",
         "tests/installed",
@@ -132,7 +141,7 @@ def publish(session: nox.Session) -> None:
     real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
     to a real pypiserver and pip install from it into a fresh environment."""
     wheel = fork_wheel(session)
-    session.install(".[test]", "twine", "pypiserver")
+    install_project(session, "[test]", "twine", "pypiserver")
     session.run("pytest", "tests/publish", "-s", *session.posargs,
                 env={"FORKGEN_WHEEL": str(wheel), "FORKGEN_TORCH_SPEC": TORCH_SPEC})
 
@@ -172,7 +181,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
     pinned = pin()
     reports = ROOT / "patched_keras" / "verify"
     reports.mkdir(parents=True, exist_ok=True)
-    session.install(".")  # forkgen, for `forkgen compare-tests`
+    install_project(session)  # forkgen, for `forkgen compare-tests`
     session.install(*BACKENDS[backend], *UPSTREAM_TEST_REQUIREMENTS)
     targets = UPSTREAM_TARGETS[backend]
     upstream_dir = ROOT / "tests" / "upstream"
@@ -212,7 +221,7 @@ def mutants(session: nox.Session) -> None:
 
     Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
     """
-    session.install(".", TORCH_SPEC, PYTEST, "hypothesis", str(fork_wheel(session)))
+    install_project(session, "", TORCH_SPEC, PYTEST, "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", env={"KERAS_BACKEND": "torch"})
 
 
@@ -222,7 +231,7 @@ def matrix(session: nox.Session) -> None:
 
     Not part of `nox`. `nox -s matrix -- --releases 3.14.1,3.15.1` checks only those.
     """
-    session.install(".")
+    install_project(session)
     session.run("python", "tests/matrix.py", *(session.posargs or ["--nightly"]))
 
 
@@ -241,7 +250,7 @@ def bench(session: nox.Session) -> None:
     """
     wheel = fork_wheel(session)
     # forkgen itself: `forkgen inspect`, and `forkgen build --without-patch` for --ablation.
-    session.install(".", "pyperf", "matplotlib")
+    install_project(session, "", "pyperf", "matplotlib")
     session.run("forkgen", "inspect", "--check-current", str(wheel), silent=True)  # never time a stale wheel
     backend = "torch"
     for i, arg in enumerate(session.posargs):

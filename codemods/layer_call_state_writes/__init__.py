@@ -38,8 +38,11 @@ class LayerCallStateWrites(Patch):
         writes = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
         if all(w.guard is not None and not w.ours for w in writes):
             return Check(Outcome.UPSTREAM, "both writes are guarded by upstream's `if not ...:`", anchors(writes))
-        ours = [w.guard is not None and w.ours for w in writes]
-        return Check(Outcome.APPLIED, "guard the two writes", anchors(writes), all(ours))
+        # Keras 3.0-3.9 guard `built` themselves (#20880 made it unconditional in 3.10): then
+        # only `_called` is ours to guard.
+        bare = [f"self.{w.attr}" for w in writes if w.bare is not None]
+        detail = f"guard {' and '.join(bare)}" if bare else "both writes guarded"
+        return Check(Outcome.APPLIED, detail, anchors(writes), not bare)
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(LAYER_PY)

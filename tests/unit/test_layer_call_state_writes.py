@@ -156,3 +156,18 @@ def test_a_layer_unbuilt_by_hand_is_built_again() -> None:
         layer.built = False
         layer(2)
         assert layer.built is True
+
+
+def test_a_release_that_guards_built_itself_gets_only_the_called_guard() -> None:
+    # Keras 3.0-3.9: `built` was guarded upstream, `_called` was not.
+    old = BEFORE.replace(
+        "            self.built = True\n", "            if not self.built:\n                self.built = True\n"
+    )
+    sources = Sources(lambda path: old)
+    first = PATCH.check(sources)
+    assert first.outcome is Outcome.APPLIED and not first.present and first.detail == "guard self._called"
+    PATCH.apply(sources)
+    patched = sources.rendered()["keras/src/layers/layer.py"]
+    assert patched.count("# forkgen: layer-call-state-writes") == 1
+    again = PATCH.check(Sources(lambda path: patched))
+    assert again.outcome is Outcome.APPLIED and again.present

@@ -217,9 +217,26 @@ def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
 LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYER_V4}
 
 
+#: The modules holding the synthetic files (FILES) the patches of the series anchor on, beyond
+#: layer.py: one per patch that touches other files, written with that patch.
+PATCH_FILE_MODULES: tuple[str, ...] = ()
+
+
+def patch_files() -> dict[str, str]:
+    """Every synthetic file the series' patches anchor on outside layer.py."""
+    import importlib
+
+    files: dict[str, str] = {}
+    for name in PATCH_FILE_MODULES:
+        files.update(importlib.import_module(name).FILES)
+    return files
+
+
 def tree_files(layer: str = LAYER_V4, version: str = "3.15.1") -> dict[str, str]:
-    """The files of a minimal, buildable Keras-shaped sdist tree."""
+    """The files of a minimal, buildable Keras-shaped sdist tree (every patch of the series
+    finds its anchors in it)."""
     return {
+        **patch_files(),
         "pyproject.toml": PYPROJECT,
         "README.md": "Synthetic Keras-shaped tree.\n",
         "PKG-INFO": f"Metadata-Version: 2.1\nName: keras\nVersion: {version}\n",

@@ -87,19 +87,31 @@ def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def environment(kind: str, backend: str, requirements: list[str]) -> Path:
-    """A virtual environment holding `requirements`, reused while they are unchanged."""
+def environment(kind: str, backend: str, requirements: list[str], replaces: str | None = None) -> Path:
+    """A virtual environment holding `requirements`, reused while they are unchanged.
+
+    `replaces`: a distribution that provides the same import package as one of the
+    requirements and must not stay beside it. tensorflow requires `keras`, so pip installs
+    the release beside keras-nightly, both writing `keras/`: the release is uninstalled and
+    keras-nightly reinstalled over it (the first requirement, without dependencies)."""
     env = OUT / "envs" / f"{kind}-{backend}"
     marker = env / "forkgen-bench-requirements.json"
     # A local wheel counts by its contents: a rebuilt wheel at the same path is a new environment.
     identity = [hashlib.sha256(Path(r).read_bytes()).hexdigest() if r.endswith(".whl") else r for r in requirements]
+    if replaces:
+        identity.append(f"replaces {replaces}")
     if marker.is_file() and json.loads(marker.read_text()) == identity:
         log(f"reusing {env}")
         return env
     log(f"creating {env}: {' '.join(requirements)}")
     shutil.rmtree(env, ignore_errors=True)
     venv.EnvBuilder(with_pip=True).create(env)
-    run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements])
+    pip = [python(env), "-m", "pip", "--disable-pip-version-check"]
+    run([*pip, "install", "-q", *requirements])
+    if replaces and subprocess.run([*pip, "show", "-q", replaces], capture_output=True).returncode == 0:
+        log(f"  {replaces} came in as a dependency: replacing it with {requirements[0]}")
+        run([*pip, "uninstall", "-q", "-y", replaces])
+        run([*pip, "install", "-q", "--force-reinstall", "--no-deps", requirements[0]])
     marker.write_text(json.dumps(identity))
     return env
 
@@ -533,7 +545,7 @@ def main() -> int:
     base = [*args.requirement, "pyperf"]
     envs = {"upstream": environment("upstream", args.backend, [args.upstream, "--only-binary", distribution, *base]),
             "nightly": environment("nightly", args.backend,
-                                   [args.nightly, "--only-binary", nightly_distribution, *base]),
+                                   [args.nightly, "--only-binary", nightly_distribution, *base], replaces=distribution),
             "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])}
     ablations: list[dict[str, Any]] = []
     if args.ablation:

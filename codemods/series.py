@@ -21,6 +21,7 @@ SERIES_PACKAGES = (
     "codemods.callspec_fast_path",
     "codemods.callspec_training_fast_path",
     "codemods.layer_call_state_writes",
+    "codemods.operation_call_error_info",
 )
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"

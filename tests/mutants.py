@@ -21,6 +21,8 @@ COMMON = "codemods/callspec_fast_path/templates/callspec_common.py"
 V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
+STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
+ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -101,6 +103,31 @@ MUTANTS = [
         BOUND,
         '        if parameter.kind not in positional_kinds or parameter.name == "training":\n',
         "        if parameter.kind not in positional_kinds:\n",
+    ),
+    # The backports: a one-line break of each patch's inserted code.
+    (
+        "layer-call-state-writes: the _called guard inverted",
+        STATE_WRITES,
+        "    if not self._called:  # forkgen: layer-call-state-writes\n",
+        "    if self._called:  # forkgen: layer-call-state-writes\n",
+    ),
+    (
+        "layer-call-state-writes: the built guard inverted",
+        STATE_WRITES,
+        "    if not self.built:  # forkgen: layer-call-state-writes\n",
+        "    if self.built:  # forkgen: layer-call-state-writes\n",
+    ),
+    (
+        "operation-call-error-info: the helper describes self.call instead of call_fn",
+        ERROR_INFO,
+        "            e, call_fn, args, kwargs, object_name=OBJECT_NAME\n",
+        "            e, self.call, args, kwargs, object_name=OBJECT_NAME\n",
+    ),
+    (
+        "operation-call-error-info: a falsy _keras_call_info_injected no longer counts as injected",
+        ERROR_INFO,
+        '    if hasattr(e, "_keras_call_info_injected"):\n',
+        '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
 ]
 

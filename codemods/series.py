@@ -22,6 +22,8 @@ SERIES_PACKAGES = (
     "codemods.callspec_training_fast_path",
     "codemods.layer_call_state_writes",
     "codemods.operation_call_error_info",
+    "codemods.dtype_fast_paths",
+    "codemods.memoised_result_type",
 )
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"

@@ -23,6 +23,8 @@ BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the 
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
+DTYPES = "codemods/dtype_fast_paths/inserted.py"
+RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -128,6 +130,18 @@ MUTANTS = [
         ERROR_INFO,
         '    if hasattr(e, "_keras_call_info_injected"):\n',
         '    if getattr(e, "_keras_call_info_injected", False):\n',
+    ),
+    (
+        "dtype-fast-paths: the fast path accepts str subclasses",
+        DTYPES,
+        "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
+        "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
+    ),
+    (
+        "memoised-result-type: the memo key ignores floatx",
+        RESULT_TYPE,
+        "        key = [config.floatx()]\n",
+        '        key = ["float32"]\n',
     ),
 ]
 

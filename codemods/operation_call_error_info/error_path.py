@@ -109,7 +109,7 @@ def pieces() -> dict[str, cst.BaseStatement]:
     package = __package__ or "codemods.operation_call_error_info"
     text = resources.files(package).joinpath(TEMPLATE).read_text(encoding="utf-8")
     helper = [s for s in cst.parse_module(text).body if m.matches(s, m.FunctionDef(name=m.Name(HELPER)))]
-    # Its leading lines are the template's (the `# ruff: noqa` above it): not inserted.
+    # Its leading lines are the template's (the ruff directive above it): not inserted.
     return {"helper": helper[0].with_changes(leading_lines=[]), "call_site": template_pieces(package, TEMPLATE)["call_site"][0]}
 
 

@@ -46,7 +46,8 @@ class LayerCallStateWrites(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(LAYER_PY)
-        command = GuardStateWritesCommand(CodemodContext(filename=LAYER_PY))
+        writes = analyze(module, sources.ast(LAYER_PY))
+        command = GuardStateWritesCommand(CodemodContext(filename=LAYER_PY), writes)
         sources.replace(LAYER_PY, command.transform_module(module))
 
 

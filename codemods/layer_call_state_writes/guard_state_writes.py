@@ -108,8 +108,11 @@ class GuardStateWritesCommand(VisitorBasedCodemodCommand):
     DESCRIPTION: str = "Write self._called and self.built in Layer.__call__ only while they are not yet True."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext) -> None:
+    def __init__(self, context: CodemodContext, writes: list[Write] | None = None) -> None:
+        """`writes`, when given, must be `analyze` of the module to transform (the series
+        passes it: the module is then neither rendered nor parsed again)."""
         super().__init__(context)
+        self._writes = writes
         self._bare: dict[int, str] = {}
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -118,7 +121,7 @@ class GuardStateWritesCommand(VisitorBasedCodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY
-        writes = analyze(tree, ast.parse(tree.code), path)
+        writes = self._writes if self._writes is not None else analyze(tree, ast.parse(tree.code), path)
         bare = {id(w.bare): w.attr for w in writes if w.bare is not None}
         if not bare:
             raise SkipFile("both writes are guarded already")

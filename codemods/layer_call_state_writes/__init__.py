@@ -14,6 +14,7 @@ from codemods.layer_call_state_writes.guard_state_writes import (
     LAYER_PY,
     NAME,
     GuardStateWritesCommand,
+    Write,
     analyze,
     anchors,
 )
@@ -34,8 +35,15 @@ class LayerCallStateWrites(Patch):
     files = (LAYER_PY,)
     codemods = (GuardStateWritesCommand,)
 
+    def _writes(self, sources: Sources) -> list[Write]:
+        cached = sources.memo.get(NAME)
+        if not isinstance(cached, list):
+            cached = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
+            sources.memo[NAME] = cached
+        return cached
+
     def check(self, sources: Sources) -> Check:
-        writes = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
+        writes = self._writes(sources)
         if all(w.guard is not None and not w.ours for w in writes):
             return Check(Outcome.UPSTREAM, "both writes are guarded by upstream's `if not ...:`", anchors(writes))
         # Keras 3.0-3.9 guard `built` themselves (#20880 made it unconditional in 3.10): then
@@ -46,7 +54,7 @@ class LayerCallStateWrites(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(LAYER_PY)
-        writes = analyze(module, sources.ast(LAYER_PY))
+        writes = self._writes(sources)
         command = GuardStateWritesCommand(CodemodContext(filename=LAYER_PY), writes)
         sources.replace(LAYER_PY, command.transform_module(module))
 

@@ -73,10 +73,13 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> list[
     call = cst_function(module, "Layer.__call__", path, tree)
     call_ast = ast_function(tree, "Layer.__call__")
     writes = []
+    # One read-only pass; matchers only on the two statement kinds that can be anchors.
+    ifs = [n for n in walk(call) if isinstance(n, cst.If)]
+    lines_ = [n for n in walk(call) if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1]
     for attr in FLAGS:
-        guards = [cst.ensure_type(n, cst.If) for n in walk(call) if m.matches(n, _guard(attr))]
+        guards = [n for n in ifs if m.matches(n, _guard(attr))]
         guarded = {id(cst.ensure_type(g.body, cst.IndentedBlock).body[0]) for g in guards}
-        bare = [n for n in walk(call) if m.matches(n, _write(attr)) and id(n) not in guarded]
+        bare = [n for n in lines_ if m.matches(n, _write(attr)) and id(n) not in guarded]
 
         def assigns_true(node: ast.AST, attr: str = attr) -> bool:
             return (

@@ -25,6 +25,10 @@ SERIES_PACKAGES = (
     "codemods.dtype_fast_paths",
     "codemods.memoised_result_type",
 )
+#: Written with their tests but not yet in the series (each needs its synthetic anchors in
+#: tests/support/synthetic.py and a full CI run of the upstream suites before it joins):
+#: "codemods.torch_convert_to_tensor_device" (#23189), "codemods.layer_call_single_name_scope" (#23301).
+
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"
 

@@ -1,0 +1,206 @@
+"""Patch torch-convert-to-tensor-device on the installed fork (torch backend only).
+
+Upstream 3.15.1 moves a tensor to `get_device()` under `if x.device != device:`; the patch
+drops that always-true test. The patched `convert_to_tensor` must give what a copy of 3.15.1's
+logic, written below, gives: the same values, dtype, device, requires_grad and autograd
+history, and the same object (or the same kind of copy) for every tensor input.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+APPLIED = "torch-convert-to-tensor-device" in {
+    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
+    if p["outcome"] == "applied"
+}
+pytestmark = [
+    pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-convert-to-tensor-device"),
+    pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
+]
+
+if APPLIED and keras.backend.backend() == "torch":
+    import torch
+    from keras.src.backend.common import global_state
+    from keras.src.backend.torch import core
+
+DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "complex64"]
+
+
+def reference(x: Any, dtype: Any = None, sparse: Any = None, ragged: Any = None) -> Any:
+    """Keras 3.15.1's `convert_to_tensor` for Variables and tensors (torch/core.py:193-209);
+    other inputs take code the patch does not touch."""
+    if isinstance(x, core.Variable) or core.is_tensor(x):
+        if sparse or ragged:
+            return core.convert_to_tensor(x, dtype, sparse, ragged)
+        if isinstance(x, core.Variable):
+            x = x.value
+        device = core.get_device()
+        if x.device != device:
+            if x.is_meta:
+                x = torch.empty_like(x, device=device)
+            else:
+                x = x.to(device)
+        if dtype is not None:
+            x = x.to(core.to_torch_dtype(dtype))
+        return x
+    return core.convert_to_tensor(x, dtype, sparse, ragged)
+
+
+def outcome(convert: Callable[..., Any], make: Callable[[], Any], *args: Any) -> tuple[object, ...]:
+    """What `convert(make(), *args)` gives, as comparable facts (or the error it raises)."""
+    try:
+        x = make()
+        source = x.value if isinstance(x, core.Variable) else x
+        out = convert(x, *args)
+    except Exception as error:
+        return ("raised", type(error), str(error))
+    facts: tuple[object, ...] = (
+        type(out), out.dtype, out.device, tuple(out.shape), out.requires_grad, out.is_leaf,
+        type(out.grad_fn).__name__ if out.grad_fn is not None else None,
+        out is source, out is x,
+    )
+    # A meta input becomes `torch.empty_like` on the target device: uninitialised, no values
+    # to compare (the same shape, dtype and device are).
+    if not out.is_meta and not source.is_meta:
+        shares = out.untyped_storage().data_ptr() == source.untyped_storage().data_ptr()
+        facts += (shares, out.detach().cpu().to(torch.float64 if not out.is_complex() else torch.complex128).numpy()
+                  .tobytes())
+    return facts
+
+
+@contextmanager
+def private_device(device: Any) -> Iterator[None]:
+    previous = global_state.get_global_attribute("torch_device", None)
+    global_state.set_global_attribute("torch_device", device)
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute("torch_device", previous)
+
+
+def test_the_patch_is_in_and_the_test_it_drops_was_always_true() -> None:
+    source = inspect.getsource(core.convert_to_tensor)
+    assert "# forkgen: torch-convert-to-tensor-device" in source and "if x.device != device" not in source
+    # The fact the patch rests on: get_device() is a str, and a torch.device never equals one.
+    assert isinstance(core.get_device(), str)
+    for name in ("cpu", "cpu:0", "meta", "cuda"):
+        assert torch.device(name) != name
+    with keras.device("cpu:0"):
+        assert isinstance(core.get_device(), str)
+
+
+def inputs() -> list[tuple[str, Callable[[], Any]]]:
+    """Tensors of every kind the tensor branch sees (builders: each call makes a fresh one)."""
+    base = np.arange(6, dtype="float32").reshape(2, 3) - 2.5
+
+    def leaf_grad() -> Any:
+        return torch.tensor(base, requires_grad=True)
+
+    def non_leaf() -> Any:
+        return torch.tensor(base, requires_grad=True) * 2.0
+
+    def view() -> Any:
+        return torch.tensor(base).t()
+
+    def variable(dtype: str) -> Callable[[], Any]:
+        return lambda: keras.Variable(base.astype("float64"), dtype=dtype)
+
+    return [
+        ("cpu float32", lambda: torch.tensor(base)),
+        ("cpu int64", lambda: torch.arange(6).reshape(2, 3)),
+        ("cpu bool", lambda: torch.tensor([True, False])),
+        ("cpu bfloat16", lambda: torch.tensor(base, dtype=torch.bfloat16)),
+        ("cpu complex64", lambda: torch.tensor(base, dtype=torch.complex64)),
+        ("scalar", lambda: torch.tensor(3.5)),
+        ("empty", lambda: torch.zeros((0, 3))),
+        ("non-contiguous view", view),
+        ("requires_grad leaf", leaf_grad),
+        ("requires_grad non-leaf", non_leaf),
+        ("parameter", lambda: torch.nn.Parameter(torch.tensor(base))),
+        ("meta", lambda: torch.empty((2, 3), device="meta")),
+        ("meta int", lambda: torch.empty((4,), dtype=torch.int32, device="meta")),
+        ("variable float32", variable("float32")),
+        ("variable float16", variable("float16")),
+        ("variable int32", variable("int32")),
+        ("trainable=False variable", lambda: keras.Variable(base, trainable=False)),
+    ]
+
+
+INPUTS = inputs() if APPLIED and keras.backend.backend() == "torch" else []
+
+
+@pytest.mark.parametrize("dtype", [None, *DTYPES, "not-a-dtype", "float8_e4m3fn"])
+@pytest.mark.parametrize(("kind", "make"), INPUTS, ids=[kind for kind, _ in INPUTS])
+def test_like_3_15_1_on_every_kind_of_tensor(kind: str, make: Callable[[], Any], dtype: str | None) -> None:
+    expected = outcome(reference, make, dtype)
+    assert outcome(core.convert_to_tensor, make, dtype) == expected
+    # The public op, which reaches the same function.
+    assert outcome(keras.ops.convert_to_tensor, make, dtype) == expected
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu:0", "meta", "CPU"])
+@pytest.mark.parametrize(("kind", "make"), INPUTS, ids=[kind for kind, _ in INPUTS])
+def test_like_3_15_1_under_a_device_scope(kind: str, make: Callable[[], Any], device: str) -> None:
+    # "cpu:0" makes `.to()` copy a CPU tensor, and "meta" moves everything to meta: in 3.15.1
+    # too, since its test was True for these as for all.
+    with keras.device(device):
+        expected = outcome(reference, make, None)
+        assert outcome(core.convert_to_tensor, make, None) == expected
+        assert outcome(core.convert_to_tensor, make, "float64") == outcome(reference, make, "float64")
+
+
+def test_errors_are_the_same() -> None:
+    x = torch.ones(2)
+    for sparse, ragged in ((True, None), (None, True)):
+        assert outcome(core.convert_to_tensor, lambda: x, None, sparse, ragged) == outcome(
+            reference, lambda: x, None, sparse, ragged
+        )
+    assert outcome(core.convert_to_tensor, lambda: x, "float128")[0] == "raised"
+    assert outcome(core.convert_to_tensor, lambda: x, "float128") == outcome(reference, lambda: x, "float128")
+
+
+@given(
+    shape=st.lists(st.integers(0, 3), max_size=3),
+    source=st.sampled_from(DTYPES),
+    dtype=st.sampled_from([None, *DTYPES]),
+    requires_grad=st.booleans(),
+    wrap=st.sampled_from(["tensor", "variable", "meta"]),
+)
+def test_like_3_15_1_property(shape: list[int], source: str, dtype: str | None, requires_grad: bool, wrap: str) -> None:
+    def make() -> Any:
+        if wrap == "meta":
+            return torch.empty(shape, dtype=core.to_torch_dtype(source), device="meta")
+        values = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape) - 1.5
+        if wrap == "variable":
+            return keras.Variable(values, dtype=source, trainable=requires_grad)
+        tensor = torch.tensor(values).to(core.to_torch_dtype(source))
+        if requires_grad and tensor.is_floating_point():
+            tensor.requires_grad_(True)
+        return tensor
+
+    assert outcome(core.convert_to_tensor, make, dtype) == outcome(reference, make, dtype)
+
+
+def test_the_documented_private_difference() -> None:
+    # A torch.device written into the private global state (public device_scope stores a str)
+    # is the one case where 3.15.1's test was False: it skipped the move, the patch makes it.
+    # Same object for a real tensor; a fresh empty_like for a meta tensor.
+    cpu = torch.ones(3)
+    with private_device(torch.device("cpu")):
+        assert core.convert_to_tensor(cpu) is cpu and reference(cpu) is cpu
+    meta = torch.empty(3, device="meta")
+    with private_device(torch.device("meta")):
+        assert reference(meta) is meta
+        moved = core.convert_to_tensor(meta)
+        assert moved is not meta and moved.is_meta and moved.shape == meta.shape

@@ -184,6 +184,15 @@ class Patch(abc.ABC):
 
 # -- helpers for the patches' analyses ----------------------------------------------------------
 
+
+class BackportCommand(VisitorBasedCodemodCommand):
+    """Base of the backports' codemods: they use no libcst metadata, so the deep copy that
+    `Codemod.transform_module` makes for a MetadataWrapper (of a 2,000-line layer.py) is skipped."""
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        return self.transform_module_impl(tree)
+
+
 #: The comment every piece a backport inserts carries, so that its presence is recognised
 #: (and told apart from the same change made upstream): `# forkgen: <patch name>`.
 MARKER = "# forkgen: {name}"

@@ -20,9 +20,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
-from codemods.patchlib import AnchorDrift, AnchorReport, cst_function, has_marker, template_pieces
+from codemods.patchlib import (
+    AnchorDrift,
+    AnchorReport,
+    BackportCommand,
+    cst_function,
+    has_marker,
+    template_pieces,
+)
 
 NAME = "dtype-fast-paths"
 DTYPES_PY = "keras/src/backend/common/dtypes.py"
@@ -277,12 +284,7 @@ def anchors(analysis: Analysis) -> tuple[AnchorReport, ...]:
     )
 
 
-class _Command(VisitorBasedCodemodCommand):
-    """No metadata is used: skip the deep copy `Codemod.transform_module` makes for it."""
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        return self.transform_module_impl(tree)
-
+class _Command(BackportCommand):
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
+    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
@@ -169,7 +170,7 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, "step 4 of Layer.__call__"),)
 
 
-class SingleNameScopeCommand(VisitorBasedCodemodCommand):
+class SingleNameScopeCommand(BackportCommand):
     DESCRIPTION: str = "Skip the name scope around Layer._maybe_build once the layer is built (not on TF)."
     VERSION = "1"
 
@@ -180,9 +181,6 @@ class SingleNameScopeCommand(VisitorBasedCodemodCommand):
         self._scope: int | None = None
         self._path: set[int] = set()
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)

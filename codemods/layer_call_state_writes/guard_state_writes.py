@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
+    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
@@ -107,7 +108,7 @@ def anchors(writes: list[Write]) -> tuple[AnchorReport, ...]:
     return tuple(AnchorReport(f"self.{w.attr} = True", w.line, "in Layer.__call__") for w in writes)
 
 
-class GuardStateWritesCommand(VisitorBasedCodemodCommand):
+class GuardStateWritesCommand(BackportCommand):
     DESCRIPTION: str = "Write self._called and self.built in Layer.__call__ only while they are not yet True."
     VERSION = "1"
 
@@ -118,9 +119,6 @@ class GuardStateWritesCommand(VisitorBasedCodemodCommand):
         self._writes = writes
         self._bare: dict[int, str] = {}
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
+    BackportCommand,
     cst_function,
     has_marker,
     template_pieces,
@@ -137,13 +138,10 @@ def present(analysis: Analysis) -> bool:
     return complete
 
 
-class MemoiseResultTypeCommand(VisitorBasedCodemodCommand):
+class MemoiseResultTypeCommand(BackportCommand):
     DESCRIPTION: str = "result_type answers from a memo keyed on floatx and its arguments' classes and values."
     VERSION = "1"
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or DTYPES_PY

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
+    BackportCommand,
     ast_function,
     cst_function,
     fill,
@@ -258,13 +259,10 @@ def anchors(helper: Helper | None, sites: list[Site]) -> tuple[AnchorReport, ...
     return tuple(found)
 
 
-class AddErrorPathHelperCommand(VisitorBasedCodemodCommand):
+class AddErrorPathHelperCommand(BackportCommand):
     DESCRIPTION: str = f"Add traceback_utils.{HELPER}, the error path of {WRAPPER} as a function."
     VERSION = "1"
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or TRACEBACK_UTILS_PY
@@ -299,7 +297,7 @@ def call_site(wrap: cst.SimpleStatementLine, call: cst.SimpleStatementLine) -> c
     return filled.with_changes(leading_lines=[*wrap.leading_lines, *filled.leading_lines])
 
 
-class CallErrorPathCommand(VisitorBasedCodemodCommand):
+class CallErrorPathCommand(BackportCommand):
     DESCRIPTION: str = "Call call_fn in try; describe its arguments only in except."
     VERSION = "1"
 
@@ -310,9 +308,6 @@ class CallErrorPathCommand(VisitorBasedCodemodCommand):
         self._site: Site | None = None
         self._path: set[int] = set()
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or OPERATION_PY

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
     AnchorDrift,
     AnchorReport,
+    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
@@ -205,7 +206,7 @@ def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
     return set()
 
 
-class DropDeviceCheckCommand(VisitorBasedCodemodCommand):
+class DropDeviceCheckCommand(BackportCommand):
     DESCRIPTION: str = "Run the body of `if x.device != device:` in torch convert_to_tensor unconditionally."
     VERSION = "1"
 
@@ -216,9 +217,6 @@ class DropDeviceCheckCommand(VisitorBasedCodemodCommand):
         self._test: int | None = None
         self._path: set[int] = set()
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is used: skip the deep copy `Codemod.transform_module` makes for it.
-        return self.transform_module_impl(tree)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)

@@ -22,7 +22,6 @@ V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of th
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
-ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 
@@ -118,18 +117,6 @@ MUTANTS = [
         STATE_WRITES,
         "    if not self.built:  # forkgen: layer-call-state-writes\n",
         "    if self.built:  # forkgen: layer-call-state-writes\n",
-    ),
-    (
-        "operation-call-error-info: the helper describes self.call instead of call_fn",
-        ERROR_INFO,
-        "            e, call_fn, args, kwargs, object_name=OBJECT_NAME\n",
-        "            e, self.call, args, kwargs, object_name=OBJECT_NAME\n",
-    ),
-    (
-        "operation-call-error-info: a falsy _keras_call_info_injected no longer counts as injected",
-        ERROR_INFO,
-        '    if hasattr(e, "_keras_call_info_injected"):\n',
-        '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
     (
         "dtype-fast-paths: the fast path accepts str subclasses",

@@ -220,7 +220,6 @@ LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYE
 #: The modules holding the synthetic files (FILES) the patches of the series anchor on, beyond
 #: layer.py: one per patch that touches other files, written with that patch.
 PATCH_FILE_MODULES: tuple[str, ...] = (
-    "tests.support.synthetic_operation_call_error_info",
     "tests.support.synthetic_dtype_fast_paths",
 )
 

@@ -239,7 +239,7 @@ def publish(wheels: list[Path], index_dir: Path) -> PublishResult:
             if published != digest:
                 raise IntegrityError(
                     f"{existing} exists with sha256 {published}; {wheel} has {digest}",
-                    hint="a published file never changes: bump the local label (e.g. fastcallspec.2) and rebuild",
+                    hint="a published file never changes: bump the local label (a patch version, or --local-label) and rebuild",
                 )
         created: list[Path] = []
         try:

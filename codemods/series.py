@@ -23,17 +23,14 @@ SERIES_PACKAGES = (
     "codemods.layer_call_state_writes",
     "codemods.dtype_fast_paths",
     "codemods.memoised_result_type",
+    "codemods.torch_convert_to_tensor_device",
+    "codemods.input_spec_single_fast_path",
+    "codemods.layer_call_single_name_scope",
+    "codemods.operation_call_error_info",
 )
-#: Written with their tests but not yet in the series (each needs its synthetic anchors in
-#: tests/support/synthetic.py and a full CI run of the upstream suites before it joins):
-#: "codemods.operation_call_error_info" (#23183: on tensorflow, the traceback of an error in an
-#: int8-quantized Dense keeps one more TensorFlow frame than 3.15.1's; its equivalence test
-#: caught it in CI, to be understood before it joins),
-#: "codemods.torch_convert_to_tensor_device" (#23189), "codemods.layer_call_single_name_scope" (#23301),
-#: "codemods.input_spec_single_fast_path" (#23184 without its behaviour change) and
-#: "codemods.layer_call_training_only_conversion" (nightly's training-only skip; it also carries
-#: #23296, which changes the Node recorded for Functional models called symbolically with kwargs:
-#: to be decided before it joins).
+#: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
+#: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for
+#: Functional models called symbolically with kwargs: to be decided before it joins).
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"

@@ -24,6 +24,10 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
+TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
+INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
+NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
+ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -129,6 +133,42 @@ MUTANTS = [
         RESULT_TYPE,
         "        key = [config.floatx()]\n",
         '        key = ["float32"]\n',
+    ),
+    (
+        "torch-convert-to-tensor-device: the moved tensor is detached",
+        TORCH_DEVICE,
+        "    UPSTREAM\n",
+        "    UPSTREAM\n    x = x.detach()\n",
+    ),
+    (
+        "input-spec-single-fast-path: min_ndim is off by one",
+        INPUT_SPEC,
+        "        if spec.min_ndim is not None and ndim < spec.min_ndim:\n",
+        "        if spec.min_ndim is not None and ndim < spec.min_ndim - 1:\n",
+    ),
+    (
+        "input-spec-single-fast-path: a None input passes a spec that is not optional",
+        INPUT_SPEC,
+        "        if x is None and spec.optional:\n",
+        "        if x is None:\n",
+    ),
+    (
+        "layer-call-single-name-scope: a layer that is not built builds outside its scope",
+        NAME_SCOPE,
+        '    if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
+        '    if backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
+    ),
+    (
+        "operation-call-error-info: the arguments described are those of call(), not of the function called",
+        ERROR_INFO,
+        "            e, call_fn, args, kwargs, object_name=OBJECT_NAME\n",
+        "            e, self.call, args, kwargs, object_name=OBJECT_NAME\n",
+    ),
+    (
+        "operation-call-error-info: a falsy flag no longer counts as described",
+        ERROR_INFO,
+        '    if hasattr(e, "_keras_call_info_injected"):\n',
+        '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
 ]
 

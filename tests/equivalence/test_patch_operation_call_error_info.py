@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -88,7 +89,20 @@ def reference_cond_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return call_fn(*args, **kwargs)
 
 
-REFERENCE_FRAMES = {"reference_operation_call", "reference_cond_call", "call_fn", "error_handler"}
+def _relocated(code: types.CodeType, filename: str) -> types.CodeType:
+    """`code`, and the code of the functions defined in it, as if compiled from `filename`."""
+    consts = tuple(_relocated(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+# In 3.15.1 the two flows run from keras/src/ops/operation.py and core.py, and traceback
+# filtering treats their frames as Keras's: it drops them, and when it has dropped every frame
+# of a traceback it keeps the innermost one (on tensorflow, the frame of the op that raised).
+# Written in this file, the reference's frames would be kept instead, and that last rule would
+# not fire: they run as code of those modules.
+for _reference, _module in ((reference_operation_call, operation_module), (reference_cond_call, core_module)):
+    _inner = _reference.__wrapped__  # type: ignore[attr-defined]
+    _inner.__code__ = _relocated(_inner.__code__, _module.__file__)
 
 
 @contextlib.contextmanager
@@ -133,11 +147,11 @@ def _text(value: object) -> str:
 
 
 def _frames(error: BaseException) -> list[tuple[str, str]]:
-    """The traceback's frames outside Keras (what filtering leaves), without the reference's."""
+    """The traceback's frames outside Keras (what filtering leaves; the reference's are Keras's)."""
     keras_src = traceback_utils._EXCLUDED_PATHS[0]
     return [
         (frame.filename, frame.name) for frame in traceback.extract_tb(error.__traceback__)
-        if keras_src not in frame.filename and frame.name not in REFERENCE_FRAMES
+        if keras_src not in frame.filename
     ]
 
 

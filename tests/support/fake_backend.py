@@ -52,5 +52,5 @@ def _flatten(x: Any) -> list[Any]:
     return [x]
 
 
-backend = types.SimpleNamespace(is_tensor=_is_tensor, KerasTensor=KerasTensor)
+backend = types.SimpleNamespace(is_tensor=_is_tensor, KerasTensor=KerasTensor, backend=lambda: "numpy")
 tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten)

@@ -50,6 +50,8 @@ LAYER_V4 = textwrap.dedent(
             )
             self.last_call_spec = call_spec
             self._called = True
+            with self._open_name_scope():
+                self._maybe_build(call_spec)
             outputs = self.call(*args, **kwargs)
             self.built = True
             return outputs
@@ -59,6 +61,15 @@ LAYER_V4 = textwrap.dedent(
                 self._call_signature, self._call_context_args, args, kwargs
             )
             return call_spec.first_arg
+
+        built = False
+
+        def _maybe_build(self, call_spec):
+            if self.built:
+                return
+
+        def _open_name_scope(self):
+            return _NameScope()
 
 
     def is_backend_tensor_or_symbolic(x, allow_none=False):
@@ -113,6 +124,14 @@ LAYER_V4 = textwrap.dedent(
 
     def get_shapes_dict(call_spec):
         return {k: None for k in call_spec.tensor_arguments_dict}
+
+
+    class _NameScope:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return False
     '''
 )
 
@@ -221,6 +240,9 @@ LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYE
 #: layer.py: one per patch that touches other files, written with that patch.
 PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_dtype_fast_paths",
+    "tests.support.synthetic_torch_convert_to_tensor_device",
+    "tests.support.synthetic_input_spec_single_fast_path",
+    "tests.support.synthetic_operation_call_error_info",
 )
 
 

@@ -24,6 +24,7 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
+TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -129,6 +130,18 @@ MUTANTS = [
         RESULT_TYPE,
         "        key = [config.floatx()]\n",
         '        key = ["float32"]\n',
+    ),
+    (
+        "torch-tree-leaf-shortcut: tuples are handed back unrebuilt, as nightly's rewrite does",
+        TORCH_TREE,
+        "    if _tree_is_leaf(structure):\n",
+        "    if _tree_is_leaf(structure) or type(structure) is tuple:\n",
+    ),
+    (
+        "torch-tree-leaf-shortcut: dict-like nodes (OrderedDict, TrackedDict) count as leaves",
+        TORCH_TREE,
+        "    if _tree_is_leaf(structure):\n",
+        "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
     ),
 ]
 

@@ -27,6 +27,7 @@ SERIES_PACKAGES = (
     "codemods.input_spec_single_fast_path",
     "codemods.layer_call_single_name_scope",
     "codemods.operation_call_error_info",
+    "codemods.torch_tree_leaf_shortcut",
 )
 #: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
 #: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for

@@ -28,6 +28,7 @@ TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
+TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -169,6 +170,18 @@ MUTANTS = [
         ERROR_INFO,
         '    if hasattr(e, "_keras_call_info_injected"):\n',
         '    if getattr(e, "_keras_call_info_injected", False):\n',
+    ),
+    (
+        "torch-tree-leaf-shortcut: tuples are handed back unrebuilt, as nightly's rewrite does",
+        TORCH_TREE,
+        "    if _tree_is_leaf(structure):\n",
+        "    if _tree_is_leaf(structure) or type(structure) is tuple:\n",
+    ),
+    (
+        "torch-tree-leaf-shortcut: dict-like nodes (OrderedDict, TrackedDict) count as leaves",
+        TORCH_TREE,
+        "    if _tree_is_leaf(structure):\n",
+        "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
     ),
 ]
 

@@ -243,6 +243,7 @@ PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_torch_convert_to_tensor_device",
     "tests.support.synthetic_input_spec_single_fast_path",
     "tests.support.synthetic_operation_call_error_info",
+    "tests.support.synthetic_torch_tree_leaf_shortcut",
 )
 
 

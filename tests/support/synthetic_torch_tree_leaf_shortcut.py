@@ -1,0 +1,189 @@
+"""The synthetic file `torch-tree-leaf-shortcut` anchors on, and a stand-in for torch's pytree.
+
+`FILES` holds a minimal `keras/src/tree/torchtree_impl.py` shaped like Keras 3.12.0-3.15.1's:
+`_tree_is_leaf`, `_dict_to_ordered_dict` (a top-level dict sort, else a nested
+`traverse_children` that flattens one level and returns a single-leaf structure as it is),
+`traverse`, `flatten` and `pack_sequence_as` (written for these tests; only the anchored
+statements follow Keras). It runs against `torch_tree` below, a small pure-Python pytree with
+torch's rules (registered node types; namedtuples are nodes; `None` and unregistered types,
+dict subclasses included, are leaves; a `TreeSpec` counts nodes and leaves), which counts its
+flattens, so the upstream and patched modules can be executed side by side offline.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import OrderedDict, defaultdict, namedtuple
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+TORCHTREE_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/tree/torchtree_impl.py (the dict-ordering part)."""
+
+    from collections import defaultdict
+
+    from tests.support.synthetic_torch_tree_leaf_shortcut import torch_tree
+
+
+    def _tree_is_leaf(tree, is_leaf=None):
+        if is_leaf is not None and is_leaf(tree):
+            return True
+        return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES
+
+
+    def _sorted_copy(x):
+        keys = sorted(x.keys())
+        if type(x) is dict:
+            return {key: x[key] for key in keys}
+        if type(x) is defaultdict:
+            return defaultdict(x.default_factory, {key: x[key] for key in keys})
+        return None
+
+
+    def _dict_to_ordered_dict(structure):
+        # Only a dict or defaultdict at the top is sorted; anything else is rebuilt one level
+        # down, with each child ordered in turn.
+        def traverse_children():
+            children, treedef = torch_tree.tree_flatten(
+                structure,
+                is_leaf=lambda x: x is not structure,
+            )
+            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+                return structure
+            else:
+                return torch_tree.tree_unflatten(
+                    [_dict_to_ordered_dict(child) for child in children],
+                    treedef,
+                )
+
+        if type(structure) in (dict, defaultdict):
+            return _sorted_copy(structure)
+        return traverse_children()
+
+
+    def traverse(func, structure, top_down=True):
+        structure = _dict_to_ordered_dict(structure)
+
+        def visit_children():
+            if _tree_is_leaf(structure):
+                return structure
+            items, treedef = torch_tree.tree_flatten(
+                structure, is_leaf=lambda x: x is not structure
+            )
+            return torch_tree.tree_unflatten(
+                [traverse(func, item, top_down) for item in items], treedef
+            )
+
+        if top_down:
+            ret = func(structure)
+            return visit_children() if ret is None else ret
+        rebuilt = visit_children()
+        ret = func(rebuilt)
+        return rebuilt if ret is None else ret
+
+
+    def flatten(structure):
+        leaves, _ = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
+        return leaves
+
+
+    def pack_sequence_as(structure, flat_sequence):
+        _, treespec = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
+        return torch_tree.tree_unflatten(flat_sequence, treespec)
+    '''
+)
+
+PATH = "keras/src/tree/torchtree_impl.py"
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/tree/__init__.py": "",
+    PATH: TORCHTREE_PY,
+}
+
+
+@dataclass
+class NodeDef:
+    flatten_fn: Callable[[Any], tuple[list[Any], Any]]
+    unflatten_fn: Callable[[Iterable[Any], Any], Any]
+
+
+@dataclass
+class TreeSpec:
+    type: Any
+    context: Any
+    children: list[TreeSpec] = field(default_factory=list)
+    leaf: bool = False
+
+    @property
+    def num_nodes(self) -> int:
+        return 1 if self.leaf else 1 + sum(c.num_nodes for c in self.children)
+
+    @property
+    def num_leaves(self) -> int:
+        return 1 if self.leaf else sum(c.num_leaves for c in self.children)
+
+
+def _is_namedtuple_class(cls: type) -> bool:
+    return issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+
+
+class _PyTree:
+    """The parts of `torch.utils._pytree` the module uses, with torch's leaf rules."""
+
+    def __init__(self) -> None:
+        self.flattens = 0
+        self.SUPPORTED_NODES: dict[Any, NodeDef] = {}
+        self.register(list, lambda x: (list(x), None), lambda c, _: list(c))
+        self.register(tuple, lambda x: (list(x), None), lambda c, _: tuple(c))
+        self.register(dict, lambda x: (list(x.values()), list(x)), lambda c, k: dict(zip(k, c, strict=True)))
+        self.register(
+            OrderedDict, lambda x: (list(x.values()), list(x)), lambda c, k: OrderedDict(zip(k, c, strict=True))
+        )
+        self.register(
+            defaultdict,
+            lambda x: (list(x.values()), (x.default_factory, list(x))),
+            lambda c, k: defaultdict(k[0], zip(k[1], c, strict=True)),
+        )
+        self.register(namedtuple, lambda x: (list(x), type(x)), lambda c, t: t(*c))
+
+    def register(self, cls: Any, flatten_fn: Any, unflatten_fn: Any) -> None:
+        self.SUPPORTED_NODES[cls] = NodeDef(flatten_fn, unflatten_fn)
+
+    def _get_node_type(self, tree: Any) -> Any:
+        return namedtuple if _is_namedtuple_class(type(tree)) else type(tree)
+
+    def tree_flatten(self, tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], TreeSpec]:
+        self.flattens += 1
+        leaves: list[Any] = []
+
+        def helper(node: Any) -> TreeSpec:
+            if (is_leaf is not None and is_leaf(node)) or self._get_node_type(node) not in self.SUPPORTED_NODES:
+                leaves.append(node)
+                return TreeSpec(None, None, leaf=True)
+            node_type = self._get_node_type(node)
+            children, context = self.SUPPORTED_NODES[node_type].flatten_fn(node)
+            return TreeSpec(node_type, context, [helper(child) for child in children])
+
+        spec = helper(tree)
+        return leaves, spec
+
+    def tree_unflatten(self, leaves: Iterable[Any], spec: TreeSpec) -> Any:
+        values = list(leaves)
+        if len(values) != spec.num_leaves:
+            raise ValueError(f"treespec expects {spec.num_leaves} leaves, got {len(values)}")
+        position = 0
+
+        def build(node: TreeSpec) -> Any:
+            nonlocal position
+            if node.leaf:
+                position += 1
+                return values[position - 1]
+            return self.SUPPORTED_NODES[node.type].unflatten_fn([build(c) for c in node.children], node.context)
+
+        return build(spec)
+
+
+torch_tree = _PyTree()

@@ -24,6 +24,7 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
+TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -129,6 +130,18 @@ MUTANTS = [
         RESULT_TYPE,
         "        key = [config.floatx()]\n",
         '        key = ["float32"]\n',
+    ),
+    (
+        "torch-trainer-batch-size: the guard forgets tensor types registered as tree nodes",
+        TRAINER_BATCH,
+        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
+        "            if type(x) is torch.Tensor\n",
+    ),
+    (
+        "torch-trainer-batch-size: isinstance (reads a proxy's __class__) instead of the exact type",
+        TRAINER_BATCH,
+        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
+        "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
     ),
 ]
 

@@ -28,6 +28,7 @@ SERIES_PACKAGES = (
     "codemods.layer_call_single_name_scope",
     "codemods.operation_call_error_info",
     "codemods.torch_tree_leaf_shortcut",
+    "codemods.torch_trainer_batch_size",
 )
 #: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
 #: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for

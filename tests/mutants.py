@@ -29,6 +29,7 @@ INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
+TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -182,6 +183,18 @@ MUTANTS = [
         TORCH_TREE,
         "    if _tree_is_leaf(structure):\n",
         "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
+    ),
+    (
+        "torch-trainer-batch-size: the guard forgets tensor types registered as tree nodes",
+        TRAINER_BATCH,
+        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
+        "            if type(x) is torch.Tensor\n",
+    ),
+    (
+        "torch-trainer-batch-size: isinstance (reads a proxy's __class__) instead of the exact type",
+        TRAINER_BATCH,
+        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
+        "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
     ),
 ]
 

@@ -244,6 +244,7 @@ PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_input_spec_single_fast_path",
     "tests.support.synthetic_operation_call_error_info",
     "tests.support.synthetic_torch_tree_leaf_shortcut",
+    "tests.support.synthetic_torch_trainer_batch_size",
 )
 
 

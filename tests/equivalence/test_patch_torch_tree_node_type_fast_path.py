@@ -1,0 +1,186 @@
+"""Patch torch-tree-node-type-fast-path on the installed fork (torch backend only).
+
+Keras 3.15.1's torch `is_nested(x)` is `not _tree_is_leaf(x)`, i.e. whether torch's
+`_get_node_type(x)` is a registered pytree node type. The patch answers `type(x) in
+SUPPORTED_NODES` for non-tuple types when its import-time gate holds. The patched function (and
+`keras.tree.is_nested`) must give what 3.15.1's logic, restated below, gives, for every object:
+tensors, containers, namedtuples and tuple subclasses, metaclasses that override the subclass
+checks, objects whose `__class__` lies, mocks, types registered at run time; with the same errors.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict, defaultdict, deque, namedtuple
+from typing import Any
+from unittest import mock
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+APPLIED = "torch-tree-node-type-fast-path" in {
+    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
+    if p["outcome"] == "applied"
+}
+pytestmark = [
+    pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-tree-node-type-fast-path"),
+    pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch tree is used on the torch backend only"),
+]
+ACTIVE = APPLIED and keras.backend.backend() == "torch"
+
+if ACTIVE:
+    import torch
+    from keras.src.tree import torchtree_impl as impl
+    from torch.utils import _pytree as torch_tree
+
+
+def reference(structure: Any) -> bool:
+    """Keras 3.15.1's `is_nested` (keras/src/tree/torchtree_impl.py:57-58 with `_tree_is_leaf`,
+    17-20), restated: torch's node type of the object is a registered pytree node type."""
+    return torch_tree._get_node_type(structure) in torch_tree.SUPPORTED_NODES
+
+
+def outcome(function: Any, structure: Any) -> tuple[str, Any]:
+    try:
+        return "value", function(structure)
+    except Exception as error:  # noqa: BLE001 - the same error is part of the behaviour
+        return "error", (type(error), str(error))
+
+
+Point = namedtuple("Point", "x y")
+
+
+class Pair(tuple):  # type: ignore[type-arg]
+    """A tuple subclass that is no namedtuple."""
+
+
+class Fields(tuple):  # type: ignore[type-arg]
+    """A tuple subclass with `_fields` but no `_make`/`_asdict`: not a namedtuple for torch."""
+
+    _fields = ("a",)
+
+
+class Everything(type):
+    """A metaclass that claims every class and instance, tuple included."""
+
+    def __subclasscheck__(cls, other: type) -> bool:
+        return True
+
+    def __instancecheck__(cls, other: object) -> bool:
+        return True
+
+
+class Claims(metaclass=Everything):
+    pass
+
+
+class Unhashable(type):
+    def __hash__(cls) -> int:
+        raise TypeError("this type cannot be hashed")
+
+
+class Odd(metaclass=Unhashable):
+    pass
+
+
+class ClaimsList:
+    """An object whose `__class__` says list (its type is no pytree node)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return list
+
+
+class TupleClaimsDict(tuple):  # type: ignore[type-arg]
+    """A tuple subclass whose `__class__` says dict."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return dict
+
+
+class Registered:
+    """Registered as a pytree node during a test, as `register_tree_node_class` does."""
+
+
+def fixed_objects() -> list[Any]:
+    tensor = torch.ones(2)
+    return [
+        tensor, torch.nn.Parameter(torch.zeros(1)), torch.Size([2, 3]), torch.max(torch.ones(2, 2), 0),
+        np.ones(2), np.float32(1), 1, 2.5, True, None, "s", b"b", [tensor], [], (tensor,), (), {"a": 1},
+        OrderedDict(a=1), defaultdict(list), deque([1]), {1}, frozenset(), Point(1, 2), Pair((1,)), Fields((1,)),
+        Claims(), Claims, ClaimsList(), TupleClaimsDict((1,)), mock.Mock(spec=list), mock.Mock(spec=tuple),
+        mock.MagicMock(), object(), type, tuple, list, Point, keras.Variable(1.0), keras.KerasTensor((2,)),
+        keras.layers.Dense(1), Odd(),
+    ]
+
+
+def test_the_gate_is_on_with_torch_2_13() -> None:
+    # The fast path must be live here, or the comparisons below would test upstream's line only.
+    assert torch.__version__.split("+")[0] == "2.13.0"
+    assert impl._FORKGEN_NODE_TYPE_IS_TYPE is True
+    assert impl._forkgen_node_type_is_type() is True
+
+
+def test_fixed_objects_answer_like_3_15_1() -> None:
+    objects = fixed_objects()
+    answers = [outcome(impl.is_nested, x) for x in objects]
+    assert answers == [outcome(reference, x) for x in objects]
+    assert answers == [outcome(keras.tree.is_nested, x) for x in objects]
+    assert {a for a in answers if a[0] == "value"} == {("value", True), ("value", False)}
+    assert ("error", (TypeError, "this type cannot be hashed")) in answers
+
+
+def test_a_type_registered_later_is_nested_at_once() -> None:
+    assert impl.is_nested(Registered()) is False
+    torch_tree.register_pytree_node(Registered, lambda x: ([], None), lambda c, _: Registered())
+    try:
+        assert impl.is_nested(Registered()) is True is reference(Registered())
+    finally:
+        torch_tree._deregister_pytree_node(Registered)
+    assert impl.is_nested(Registered()) is False
+
+
+@pytest.mark.parametrize("change", ["wrapped", "replaced", "shadowed"])
+def test_the_gate_is_off_for_another_node_type_function(change: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = torch_tree._get_node_type
+    if change == "wrapped":
+        monkeypatch.setattr(torch_tree, "_get_node_type", functools.wraps(original)(lambda tree: original(tree)))
+    elif change == "replaced":
+        monkeypatch.setattr(torch_tree, "_get_node_type", lambda tree: type(tree))
+    else:
+        monkeypatch.setattr(torch_tree, "issubclass", lambda cls, base: False, raising=False)
+    assert impl._forkgen_node_type_is_type() is False
+
+
+def _leaves() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.none(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3), st.booleans(),
+        st.builds(lambda n: torch.zeros(n), st.integers(0, 3)),
+        st.builds(lambda n: np.zeros(n), st.integers(0, 3)),
+        st.sampled_from([Claims(), ClaimsList(), mock.Mock(spec=dict), object(), Claims, Point, Odd()]),
+    )
+
+
+def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.lists(children, max_size=3).map(Pair),
+        st.lists(children, max_size=3).map(deque),
+        st.builds(Point, children, children),
+        st.builds(lambda x: TupleClaimsDict((x,)), children),
+        st.dictionaries(st.text(max_size=2), children, max_size=3),
+        st.dictionaries(st.text(max_size=2), children, max_size=3).map(OrderedDict),
+        st.dictionaries(st.text(max_size=2), children, max_size=3).map(lambda d: defaultdict(list, d)),
+    )
+
+
+@given(st.recursive(_leaves(), _nodes, max_leaves=8))
+def test_generated_objects_answer_like_3_15_1(structure: Any) -> None:
+    expected = outcome(reference, structure)
+    assert outcome(impl.is_nested, structure) == expected
+    assert outcome(keras.tree.is_nested, structure) == expected

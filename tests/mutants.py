@@ -30,6 +30,7 @@ NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
+NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -195,6 +196,18 @@ MUTANTS = [
         TRAINER_BATCH,
         "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
         "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
+    ),
+    (
+        "torch-tree-node-type-fast-path: the node type read from __class__ (a mock's or proxy's claim)",
+        NODE_TYPE,
+        "        node_type = type(structure)\n",
+        "        node_type = structure.__class__\n",
+    ),
+    (
+        "torch-tree-node-type-fast-path: namedtuples and tuple subclasses take the fast path too",
+        NODE_TYPE,
+        "        if not issubclass(node_type, tuple):\n",
+        "        if True:\n",
     ),
 ]
 

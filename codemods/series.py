@@ -29,6 +29,7 @@ SERIES_PACKAGES = (
     "codemods.operation_call_error_info",
     "codemods.torch_tree_leaf_shortcut",
     "codemods.torch_trainer_batch_size",
+    "codemods.layer_call_single_tensor_bookkeeping",
 )
 #: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
 #: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for

@@ -30,6 +30,7 @@ NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
+MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -195,6 +196,18 @@ MUTANTS = [
         TRAINER_BATCH,
         "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
         "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
+    ),
+    (
+        "a single output is never given its computed mask",
+        MASK_METADATA,
+        "        flat_outputs = [outputs]\n",
+        "        flat_outputs = []\n",
+    ),
+    (
+        "a single output without a mask returns early",
+        MASK_METADATA,
+        "        if get_keras_mask(outputs) is not None:\n",
+        "        if get_keras_mask(outputs) is None:\n",
     ),
 ]
 

@@ -25,7 +25,10 @@ the same one object: `compute_mask` is called with the same arguments, once, and
 as before. Nested outputs, `None` outputs, outputs that carry a mask already, and every mask
 returned by `compute_mask` take upstream's statements or their consequences unchanged.
 The only extra work is one `tree.is_nested` call for nested outputs (upstream's flatten makes
-that call too).
+that call too). Measured on torch 2.13 (2-core CPU under load, best of 40 interleaved runs of
+5,000 calls, the method against 3.15.1's logic in the same process): one output tensor
+1.24 -> 0.85 us; a list of two 9.8 -> 10.2 us. Within a whole `Dense(4)(x)` call (~110 us on
+this loaded machine) the saving is below the noise.
 
 Not carried (all of #23300 beyond this could not be read here, and the rest touches code whose
 behaviour is harder to prove equal): the fast paths in `__call__`'s mask lookup of the inputs

@@ -161,12 +161,15 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
         inner = cst.ensure_type(cst.ensure_type(ours.orelse, cst.Else).body, cst.IndentedBlock).body
         return Site(line, function, start, (inner[0], inner[1], inner[2]), True)
     top = body[start : start + 3]
-    shapes = (FLATTEN, ALL_COMPUTED, EARLY_RETURN)
-    names = ("flat_outputs = tree.flatten(outputs)", "mask_already_computed = all(get_keras_mask(x) is not None for x in flat_outputs)", "if mask_already_computed: return")
-    for index, (shape, name) in enumerate(zip(shapes, names)):
+    shapes: tuple[m.BaseMatcherNode, ...] = (FLATTEN, ALL_COMPUTED, EARLY_RETURN)
+    names = (
+        "flat_outputs = tree.flatten(outputs)",
+        "mask_already_computed = all(get_keras_mask(x) is not None for x in flat_outputs)",
+        "if mask_already_computed: return",
+    )
+    for index, (shape, name) in enumerate(zip(shapes, names, strict=True)):
         if index >= len(top) or not m.matches(top[index], shape):
             raise AnchorDrift(path, line + index, ANCHOR, f"statement {index + 1} of {FUNCTION}: `{name}`", "another statement")
-    # `flat_outputs` must not be rebound or read before the method goes on with it.
     return Site(line, function, start, (top[0], top[1], top[2]), False)
 
 

@@ -52,5 +52,19 @@ def _flatten(x: Any) -> list[Any]:
     return [x]
 
 
-backend = types.SimpleNamespace(is_tensor=_is_tensor, KerasTensor=KerasTensor, backend=lambda: "numpy")
+def _get_keras_mask(x: Any) -> Any:
+    return getattr(x, "_keras_mask", None)
+
+
+def _set_keras_mask(x: Any, mask: Any) -> None:
+    x._keras_mask = mask
+
+
+backend = types.SimpleNamespace(
+    is_tensor=_is_tensor,
+    KerasTensor=KerasTensor,
+    backend=lambda: "numpy",
+    get_keras_mask=_get_keras_mask,
+    set_keras_mask=_set_keras_mask,
+)
 tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten)

@@ -71,6 +71,18 @@ LAYER_V4 = textwrap.dedent(
         def _open_name_scope(self):
             return _NameScope()
 
+        def _set_mask_metadata(self, inputs, outputs, previous_mask):
+            flat_outputs = tree.flatten(outputs)
+            mask_already_computed = all(backend.get_keras_mask(x) is not None for x in flat_outputs)
+            if mask_already_computed:
+                return
+            output_masks = self.compute_mask(inputs, previous_mask)
+            if output_masks is None:
+                return
+            for tensor, mask in zip(flat_outputs, tree.flatten(output_masks)):
+                if backend.get_keras_mask(tensor) is None and mask is not None:
+                    backend.set_keras_mask(tensor, mask)
+
 
     def is_backend_tensor_or_symbolic(x, allow_none=False):
         if allow_none and x is None:

@@ -24,6 +24,7 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
+CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -129,6 +130,24 @@ MUTANTS = [
         RESULT_TYPE,
         "        key = [config.floatx()]\n",
         '        key = ["float32"]\n',
+    ),
+    (
+        "torch-conv-single-copy: conv gets the caller's memory while autograd records",
+        CONV_SINGLE_COPY,
+        "            if dense and not torch.is_grad_enabled():\n",
+        "            if dense:\n",
+    ),
+    (
+        "torch-conv-single-copy: one-channel inputs take the single copy",
+        CONV_SINGLE_COPY,
+        "        if not view.is_contiguous() and sizes[1] != 1 and any(size != 1 for size in sizes[2:]):\n",
+        "        if not view.is_contiguous() and any(size != 1 for size in sizes[2:]):\n",
+    ),
+    (
+        "torch-conv-single-copy: any stride of a size-1 axis counts as dense",
+        CONV_SINGLE_COPY,
+        "                dense = dense and stride == expected\n",
+        "                dense = dense and (stride == expected or size == 1)\n",
     ),
 ]
 

@@ -23,6 +23,7 @@ SERIES_PACKAGES = (
     "codemods.layer_call_state_writes",
     "codemods.dtype_fast_paths",
     "codemods.memoised_result_type",
+    "codemods.torch_conv_single_copy",
 )
 #: Written with their tests but not yet in the series (each needs its synthetic anchors in
 #: tests/support/synthetic.py and a full CI run of the upstream suites before it joins):

@@ -221,6 +221,7 @@ LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYE
 #: layer.py: one per patch that touches other files, written with that patch.
 PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_dtype_fast_paths",
+    "tests.support.synthetic_torch_conv_single_copy",
 )
 
 

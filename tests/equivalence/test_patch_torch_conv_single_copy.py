@@ -65,11 +65,27 @@ def values(tensor: Any) -> bytes:
     return bytes(tensor.detach().to(torch.float64).contiguous().numpy().tobytes())
 
 
+@contextmanager
+def repeatable(dtype: Any) -> Iterator[None]:
+    """One thread for bfloat16: torch's CPU convolution sums bfloat16 weight gradients across
+    threads in an order that changes from run to run (3.15.1's conv as much as the patched one:
+    a depthwise 3-D kernel gradient took 3 different values in 200 runs on 2 threads, 1 on one)."""
+    if dtype != torch.bfloat16:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def outcome(run: Callable[..., Any], make: Callable[[], tuple[Any, Any]], grad: bool, **kwargs: Any) -> tuple[object, ...]:
     """What `run(x, kernel, **kwargs)` gives, as comparable facts: the output and, when it
     records autograd, the gradients of the inputs that require them (or the errors raised)."""
     x, kernel = make()
-    with torch.set_grad_enabled(grad):
+    with repeatable(x.dtype), torch.set_grad_enabled(grad):
         try:
             out = run(x, kernel, **kwargs)
         except Exception as error:
@@ -82,7 +98,8 @@ def outcome(run: Callable[..., Any], make: Callable[[], tuple[Any, Any]], grad: 
     if out.requires_grad and wrt:
         cotangent = (torch.arange(out.numel(), dtype=torch.float64).reshape(out.shape) % 7 - 3).to(out.dtype)
         try:
-            grads = torch.autograd.grad(out, wrt, cotangent)
+            with repeatable(x.dtype):
+                grads = torch.autograd.grad(out, wrt, cotangent)
         except Exception as error:
             return (*facts, "backward raised", type(error), str(error))
         facts += tuple((g.dtype, tuple(g.shape), g.stride(), values(g)) for g in grads)

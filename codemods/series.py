@@ -31,6 +31,7 @@ SERIES_PACKAGES = (
     "codemods.torch_trainer_batch_size",
     "codemods.torch_tree_node_type_fast_path",
     "codemods.layer_call_single_tensor_bookkeeping",
+    "codemods.torch_conv_single_copy",
 )
 #: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
 #: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for

@@ -1,0 +1,288 @@
+"""The synthetic file `torch-conv-single-copy` anchors on, and a numpy stand-in for torch.
+
+`FILES` holds a minimal `keras/src/backend/torch/nn.py` shaped like Keras 3.15.x's conv input
+path: `_transpose_spatial_inputs` (permute, then `.contiguous()`), keras#22324's
+`_get_channels_last_memory_format` and `_maybe_convert_to_channels_last`, a pooling op and
+`conv_transpose` that also call `_transpose_spatial_inputs`, and `conv` with its two
+`if data_format == "channels_last":` blocks (written for these tests; only the anchored
+statements follow Keras). `load_nn` executes it against `torch` below: numpy arrays with torch's
+rules for strides, contiguity (size-1 axes skipped; an empty tensor is contiguous in the default
+format only) and the canonical strides of `clone(memory_format=...)`, counting every copy, so
+the upstream and patched modules can be compared offline.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import textwrap
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import numpy as np
+
+from tests.support.synthetic import load_module
+
+NN_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/torch/nn.py (the conv input path)."""
+
+    import torch
+    import torch.nn.functional as tnn
+
+
+    def _transpose_spatial_inputs(inputs):
+        """Channels-last axes to channels-first axes, in the default layout."""
+        # A plain view breaks view-based ops downstream: copy it.
+        ndim = inputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(inputs, (0, 2, 1)).contiguous()
+        elif ndim == 2:
+            return torch.permute(inputs, (0, 3, 1, 2)).contiguous()
+        elif ndim == 3:
+            return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()
+        raise ValueError(f"Expected 3, 4 or 5 dimensions, got shape {inputs.shape}.")
+
+
+    def _transpose_spatial_outputs(outputs):
+        ndim = outputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(outputs, (0, 2, 1))
+        elif ndim == 2:
+            return torch.permute(outputs, (0, 2, 3, 1))
+        return torch.permute(outputs, (0, 2, 3, 4, 1))
+
+
+    def _transpose_conv_kernel(kernel):
+        ndim = kernel.ndim - 2
+        if ndim == 1:
+            return torch.permute(kernel, (2, 1, 0))
+        elif ndim == 2:
+            return torch.permute(kernel, (3, 2, 0, 1))
+        return torch.permute(kernel, (4, 3, 0, 1, 2))
+
+
+    def _get_channels_last_memory_format(ndim):
+        if ndim == 4:
+            return torch.channels_last
+        elif ndim == 5:
+            return torch.channels_last_3d
+        return None
+
+
+    def _maybe_convert_to_channels_last(tensor):
+        mem_fmt = _get_channels_last_memory_format(tensor.ndim)
+        if mem_fmt is not None and not tensor.is_contiguous(memory_format=mem_fmt):
+            return tensor.contiguous(memory_format=mem_fmt)
+        return tensor
+
+
+    def max_pool(inputs, data_format=None):
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+        return tnn.max_pool(inputs)
+
+
+    def conv(inputs, kernel, data_format=None):
+        """Convolution (the stand-in records what it is given)."""
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+
+        kernel = _transpose_conv_kernel(kernel)
+
+        if data_format == "channels_last":
+            inputs = _maybe_convert_to_channels_last(inputs)
+            kernel = _maybe_convert_to_channels_last(kernel)
+
+        outputs = tnn.conv(inputs, kernel)
+        if data_format == "channels_last":
+            outputs = _transpose_spatial_outputs(outputs)
+        return outputs
+
+
+    def conv_transpose(inputs, kernel, data_format=None):
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+        kernel = _transpose_conv_kernel(kernel)
+        return tnn.conv_transpose(inputs, kernel)
+    '''
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/nn.py": NN_PY,
+}
+
+
+class MemoryFormat:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+contiguous_format = MemoryFormat("contiguous_format")
+channels_last = MemoryFormat("channels_last")
+channels_last_3d = MemoryFormat("channels_last_3d")
+
+#: Axis orders, innermost first, in which each format lays a tensor out (torch's).
+_ORDERS = {channels_last: (1, 3, 2, 0), channels_last_3d: (1, 4, 3, 2, 0)}
+
+
+class State:
+    """What the stand-in did: the tensors it copied; whether autograd records."""
+
+    copied: list[Tensor] = []
+    grad_enabled = True
+
+
+def canonical_strides(sizes: Sequence[int], memory_format: MemoryFormat) -> tuple[int, ...]:
+    """The strides torch gives a new tensor of `sizes` in `memory_format` (an empty axis counts
+    as 1 in the default format, as 0 in channels_last, as torch does)."""
+    strides = [0] * len(sizes)
+    expected = 1
+    if memory_format is contiguous_format:
+        for axis in reversed(range(len(sizes))):
+            strides[axis] = expected
+            expected *= max(sizes[axis], 1)
+        return tuple(strides)
+    for axis in _ORDERS[memory_format]:
+        strides[axis] = expected
+        expected *= sizes[axis]
+    return tuple(strides)
+
+
+class Tensor:
+    """A strided view of numpy memory, with the parts of torch.Tensor conv's input path uses."""
+
+    def __init__(self, array: np.ndarray[Any, Any]) -> None:
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def ndim(self) -> int:
+        return int(self.array.ndim)
+
+    def stride(self) -> tuple[int, ...]:
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+    def numel(self) -> int:
+        return int(self.array.size)
+
+    def is_contiguous(self, memory_format: MemoryFormat = contiguous_format) -> bool:
+        sizes, strides = self.shape, self.stride()
+        if memory_format is contiguous_format:
+            if self.numel() == 0:
+                return True
+            order: Sequence[int] = tuple(reversed(range(self.ndim)))
+        elif len(_ORDERS[memory_format]) == self.ndim:
+            order = _ORDERS[memory_format]
+        else:
+            return False
+        expected = 1
+        for axis in order:
+            if sizes[axis] != 1:
+                if strides[axis] != expected:
+                    return False
+                expected *= sizes[axis]
+        return True
+
+    def contiguous(self, memory_format: MemoryFormat = contiguous_format) -> Tensor:
+        return self if self.is_contiguous(memory_format) else self.clone(memory_format=memory_format)
+
+    def clone(self, memory_format: MemoryFormat) -> Tensor:
+        State.copied.append(self)
+        return strided(self.array, canonical_strides(self.shape, memory_format))
+
+    def shares_memory(self, other: Tensor) -> bool:
+        return bool(np.shares_memory(self.array, other.array))
+
+
+def strided(values: np.ndarray[Any, Any], strides: Sequence[int], offset: int = 0) -> Tensor:
+    """A new tensor holding `values` at `strides` (in elements) past `offset` elements."""
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(values.shape, strides, strict=True)) \
+        if values.size else 0
+    buffer = np.zeros(offset + extent + 1, dtype=values.dtype)
+    itemsize = buffer.itemsize
+    array = np.lib.stride_tricks.as_strided(
+        buffer[offset:], values.shape, tuple(s * itemsize for s in strides), writeable=True
+    )
+    if values.size:
+        array[...] = values
+    return Tensor(array)
+
+
+def permute(tensor: Tensor, dims: Sequence[int]) -> Tensor:
+    return Tensor(tensor.array.transpose(tuple(dims)))
+
+
+def is_grad_enabled() -> bool:
+    return State.grad_enabled
+
+
+class Functional(types.ModuleType):
+    """`torch.nn.functional`: the ops record the tensors they are given, and return them."""
+
+    def __init__(self) -> None:
+        super().__init__("torch.nn.functional")
+        self.received: list[tuple[str, Tensor]] = []
+
+    def _record(self, op: str, tensor: Tensor) -> Tensor:
+        self.received.append((op, tensor))
+        return tensor
+
+    def conv(self, inputs: Tensor, kernel: Tensor) -> Tensor:
+        self._record("conv kernel", kernel)
+        return self._record("conv", inputs)
+
+    def max_pool(self, inputs: Tensor) -> Tensor:
+        return self._record("max_pool", inputs)
+
+    def conv_transpose(self, inputs: Tensor, kernel: Tensor) -> Tensor:
+        return self._record("conv_transpose", inputs)
+
+
+def _torch() -> tuple[types.ModuleType, Functional]:
+    torch = types.ModuleType("torch")
+    functional = Functional()
+    nn = types.ModuleType("torch.nn")
+    nn.functional = functional  # type: ignore[attr-defined]
+    torch.nn = nn  # type: ignore[attr-defined]
+    for name, value in (("contiguous_format", contiguous_format), ("channels_last", channels_last),
+                        ("channels_last_3d", channels_last_3d), ("permute", permute),
+                        ("is_grad_enabled", is_grad_enabled), ("Tensor", Tensor)):
+        setattr(torch, name, value)
+    return torch, functional
+
+
+@contextmanager
+def grad(enabled: bool) -> Iterator[None]:
+    previous = State.grad_enabled
+    State.grad_enabled = enabled
+    try:
+        yield
+    finally:
+        State.grad_enabled = previous
+
+
+def load_nn(source: str, name: str) -> tuple[types.ModuleType, Functional]:
+    """Execute a synthetic (or patched) nn.py against the stand-in; return it and its `tnn`."""
+    torch, functional = _torch()
+    modules = {"torch": torch, "torch.nn": torch.nn, "torch.nn.functional": functional}
+    with mock.patch.dict(sys.modules, modules):
+        return load_module(source, name), functional
+
+
+def dense(shape: Sequence[int], offset: int = 0) -> Tensor:
+    """A tensor of distinct values laid out densely (canonical strides) past `offset`."""
+    values = np.arange(math.prod(shape), dtype="float64").reshape(shape)
+    return strided(values, canonical_strides(shape, contiguous_format), offset)

@@ -1,0 +1,313 @@
+"""Patch torch-conv-single-copy (keras-team/keras#23199) on synthetic torch nn modules."""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from libcst.codemod import CodemodTest
+
+from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.torch_conv_single_copy import PATCH, SingleCopyCommand
+from tests.support import synthetic_torch_conv_single_copy as synthetic
+from tests.support.synthetic import replace_once
+
+NN = "keras/src/backend/torch/nn.py"
+NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
+BEFORE = synthetic.NN_PY
+STATEMENT = "        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel(kernel)\n"
+CALL = "        inputs = _forkgen_transpose_conv_inputs(inputs)  # forkgen: torch-conv-single-copy\n"
+
+
+def _template_helper() -> str:
+    """The helper as the template file spells it: from its marker comment to its last line
+    (read as text, independently of the codemod's parsing)."""
+    text = resources.files("codemods.torch_conv_single_copy").joinpath("inserted.py").read_text(encoding="utf-8")
+    start = text.index("# forkgen: torch-conv-single-copy (")
+    return text[start : text.index("\n\n\n", start) + 1]
+
+
+HELPER = _template_helper()
+AFTER = replace_once(
+    replace_once(BEFORE, "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n",
+                 "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n\n\n" + HELPER),
+    STATEMENT, CALL + "\n    kernel = _transpose_conv_kernel(kernel)\n",
+)
+# keras-nightly's shape since #23199 (its nn.py moved to torch/ops/): conv passes the flag and no
+# longer converts its inputs a second time.
+NIGHTLY = replace_once(
+    replace_once(BEFORE, STATEMENT,
+                 "        inputs = _transpose_spatial_inputs(\n            inputs, channels_last_memory_format=True\n"
+                 "        )\n\n    kernel = _transpose_conv_kernel(kernel)\n"),
+    "        inputs = _maybe_convert_to_channels_last(inputs)\n", "",
+)
+# Keras 3.14.x: keras#22324's conversion, but `_transpose_spatial_inputs` returns the view.
+V3_14 = BEFORE.replace(")).contiguous()\n", "))\n")
+
+
+def check(source: str, path: str = NN) -> Any:
+    return PATCH.check(Sources(lambda p: source if p == path else None))
+
+
+def line_of(source: str, text: str) -> int:
+    return source[: source.index(text)].count("\n") + 1
+
+
+class TestSingleCopy(CodemodTest):
+    TRANSFORM = SingleCopyCommand
+
+    def test_inserts_the_helper_and_calls_it_from_conv(self) -> None:
+        self.assertCodemod(BEFORE, AFTER)
+
+    def test_noop_when_already_applied(self) -> None:
+        self.assertCodemod(AFTER, AFTER, expected_skip=True)
+
+    def test_noop_on_the_upstream_shape(self) -> None:
+        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
+
+
+def test_only_conv_changes_and_only_by_one_statement() -> None:
+    removed = [line for line in difflib.ndiff(BEFORE.splitlines(True), AFTER.splitlines(True)) if line.startswith("- ")]
+    assert removed == ["-         inputs = _transpose_spatial_inputs(inputs)\n"]
+    # The pooling op and conv_transpose keep upstream's helper; conv keeps its conversion.
+    assert AFTER.count("inputs = _transpose_spatial_inputs(inputs)") == 2
+    assert AFTER.count("inputs = _maybe_convert_to_channels_last(inputs)") == 1
+    assert HELPER.startswith("# forkgen: torch-conv-single-copy (keras#23199")
+    assert "def _forkgen_transpose_conv_inputs(inputs):\n" in HELPER and "    return _transpose_spatial_inputs(inputs)\n" in HELPER
+
+
+def test_outcomes() -> None:
+    before = check(BEFORE)
+    assert before.outcome is Outcome.APPLIED and not before.present
+    assert [(a.name, a.line) for a in before.anchors] == [
+        ("inputs = _transpose_spatial_inputs(inputs)", line_of(BEFORE, STATEMENT)),
+        ("def _maybe_convert_to_channels_last", line_of(BEFORE, "def _maybe_convert_to_channels_last")),
+        ("def _transpose_spatial_inputs", line_of(BEFORE, "def _transpose_spatial_inputs")),
+    ]
+    present = check(AFTER)
+    assert present.outcome is Outcome.APPLIED and present.present
+    assert present.anchors[0].line == line_of(AFTER, CALL)
+    nightly = check(NIGHTLY)
+    assert nightly.outcome is Outcome.UPSTREAM
+    assert nightly.anchors[0].line == line_of(NIGHTLY, "        inputs = _transpose_spatial_inputs(\n            inputs, chan")
+    moved = check(NIGHTLY, NIGHTLY_NN)
+    assert moved.outcome is Outcome.UPSTREAM and moved.anchors[0].path == NIGHTLY_NN
+    assert PATCH.since == "3.15.0"
+
+
+def test_apply_then_check_again_is_present_and_byte_identical() -> None:
+    sources = Sources(lambda p: BEFORE if p == NN else None)
+    PATCH.apply(sources)
+    assert sources.rendered() == {NN: AFTER}
+    again = Sources(lambda p: AFTER if p == NN else None)
+    assert PATCH.check(again).present
+    assert again.rendered() == {}
+
+
+CONV_LINE = line_of(BEFORE, STATEMENT)
+
+
+@pytest.mark.parametrize(
+    ("source", "anchor", "found", "line"),
+    [
+        (V3_14, "return torch.permute(inputs, (0, 3, 1, 2)).contiguous()",
+         "found 0, a return of the view without .contiguous()", line_of(BEFORE, "def _transpose_spatial_inputs")),
+        (replace_once(BEFORE, "        return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()\n",
+                      "        return torch.permute(inputs, (0, 1, 4, 2, 3)).contiguous()\n"),
+         "return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()", "found 0",
+         line_of(BEFORE, "def _transpose_spatial_inputs")),
+        (BEFORE.replace("def _transpose_spatial_inputs(inputs):", "def _transpose_spatial_inputs(inputs, copy=True):"),
+         "def _transpose_spatial_inputs(inputs)", "another signature", line_of(BEFORE, "def _transpose_spatial_inputs")),
+        (BEFORE.replace("        inputs = _maybe_convert_to_channels_last(inputs)\n", ""),
+         "inputs = _maybe_convert_to_channels_last(inputs)", "found 0", CONV_LINE),
+        (BEFORE.replace("        kernel = _maybe_convert_to_channels_last(kernel)\n",
+                        "        kernel = _maybe_convert_to_channels_last(kernel)\n"
+                        "        inputs = _maybe_convert_to_channels_last(inputs)\n"),
+         "inputs = _maybe_convert_to_channels_last(inputs)", "found 2", CONV_LINE),
+        (BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n    if",
+                        "    kernel = _transpose_conv_kernel(kernel)\n    inputs = inputs[:, :1]\n\n    if"),
+         "inputs = _maybe_convert_to_channels_last(inputs)", "inputs reassigned", CONV_LINE),
+        (BEFORE.replace("        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel",
+                        "        inputs = _transpose_spatial_inputs(inputs)\n"
+                        "        inputs = _maybe_convert_to_channels_last(inputs)\n\n    kernel").replace(
+            "    if data_format == \"channels_last\":\n        inputs = _maybe_convert_to_channels_last(inputs)\n"
+            "        kernel", "    if data_format == \"channels_last\":\n        kernel"),
+         "inputs = _maybe_convert_to_channels_last(inputs)", "it in the same or an earlier one", CONV_LINE),
+        (BEFORE.replace("    if data_format == \"channels_last\":\n        inputs = _transpose_spatial_inputs(inputs)\n\n"
+                        "    kernel = _transpose_conv_kernel",
+                        "    inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel"),
+         "inputs = _maybe_convert_to_channels_last(inputs)", "another shape", CONV_LINE - 1),
+        (BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n",
+                        "    kernel = _transpose_conv_kernel(kernel)\n    inputs = _transpose_spatial_inputs(inputs)\n\n"),
+         "inputs = _transpose_spatial_inputs(inputs)", "found 2", CONV_LINE),
+        (BEFORE.replace("def conv(", "def conv2d("), "conv", "found 0", 1),
+        (replace_once(BEFORE, "        return torch.channels_last_3d\n", "        return None\n"),
+         "torch.channels_last_3d", "found none", line_of(BEFORE, "def _get_channels_last_memory_format")),
+        (BEFORE.replace("        return tensor.contiguous(memory_format=mem_fmt)\n",
+                        "        return tensor.to(memory_format=mem_fmt)\n"),
+         "tensor.contiguous(memory_format=...)", "found 0", line_of(BEFORE, "def _maybe_convert_to_channels_last")),
+        (BEFORE.replace("def _maybe_convert_to_channels_last(", "def _to_channels_last("),
+         "_maybe_convert_to_channels_last", "found 0", 1),
+        (BEFORE.replace("import torch\nimport torch.nn", "import torch as th\nimport torch.nn"),
+         "import torch", "found none", 1),
+        (BEFORE + "\n\ndef _forkgen_transpose_conv_inputs(inputs):\n    return inputs\n",
+         "_forkgen_transpose_conv_inputs", "1 definitions, 1 unmarked", 1),
+        (BEFORE + "\n\ndef any(values):\n    return False\n", "any", "a module-level binding", 1),
+        (AFTER.replace(HELPER, ""), "_forkgen_transpose_conv_inputs", "call present, helper absent",
+         line_of(AFTER.replace(HELPER, ""), CALL)),
+        (AFTER.replace(CALL, STATEMENT.split("\n")[0] + "\n"), "_forkgen_transpose_conv_inputs",
+         "call absent, helper present", line_of(AFTER, CALL)),
+    ],
+    ids=["3.14's view", "another permutation", "another signature", "no conversion", "two conversions",
+         "inputs reassigned", "conversion in the same if", "no channels_last if", "two transposes", "no conv",
+         "no channels_last_3d", "another conversion", "no conversion helper", "torch aliased", "helper name taken",
+         "builtin shadowed", "call without helper", "helper without call"],
+)
+def test_drift(source: str, anchor: str, found: str, line: int) -> None:
+    with pytest.raises(AnchorDrift) as caught:
+        check(source)
+    assert caught.value.anchor == anchor and found in str(caught.value)
+    assert (caught.value.path, caught.value.line) == (NN, line)
+
+
+def test_a_tree_without_the_torch_backend_is_drift() -> None:
+    with pytest.raises(AnchorDrift) as caught:
+        PATCH.check(Sources(lambda p: None))
+    assert caught.value.path == NN and "no such file" in str(caught.value)
+
+
+def test_the_synthetic_tree_file_takes_the_patch() -> None:
+    sources = Sources(lambda p: synthetic.FILES.get(p))
+    first = PATCH.check(sources)
+    assert first.outcome is Outcome.APPLIED and not first.present
+    PATCH.apply(sources)
+    patched = sources.rendered()[NN]
+    assert patched.count("# forkgen: torch-conv-single-copy") == 2
+    assert PATCH.check(Sources(lambda p: patched if p == NN else None)).present
+
+
+# -- behaviour: the synthetic upstream and patched modules, side by side, on the numpy stand-in ---
+
+UPSTREAM_NN, UPSTREAM_F = synthetic.load_nn(BEFORE, "torch_nn_upstream")
+PATCHED_NN, PATCHED_F = synthetic.load_nn(AFTER, "torch_nn_patched")
+
+LAYOUTS = ["dense", "offset", "from channels_first", "sliced channels", "stepped spatial", "expanded batch",
+           "odd size-1 strides"]
+
+
+def make(shape: tuple[int, ...], layout: str) -> synthetic.Tensor:
+    """A channels_last input of `shape` laid out as `layout` (a fresh one each call)."""
+    values = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape) - 3.5
+    if layout == "dense":
+        return synthetic.dense(shape)
+    if layout == "offset":
+        return synthetic.dense(shape, offset=3)
+    if layout == "from channels_first":
+        first = (shape[0], shape[-1], *shape[1:-1])
+        return synthetic.permute(synthetic.dense(first), (0, *range(2, len(shape)), 1))
+    if layout == "sliced channels":
+        wide = synthetic.dense((*shape[:-1], 2 * shape[-1]))
+        return synthetic.Tensor(wide.array[..., ::2])
+    if layout == "stepped spatial":
+        wide = synthetic.dense((shape[0], 2 * shape[1], *shape[2:]))
+        return synthetic.Tensor(wide.array[:, ::2])
+    if layout == "expanded batch":
+        one = synthetic.dense((1, *shape[1:]))
+        return synthetic.Tensor(np.broadcast_to(one.array, shape))
+    # A dense layout, except that every size-1 axis has stride 7.
+    strides = [7 if size == 1 else s for size, s in zip(shape, synthetic.canonical_strides(
+        shape, synthetic.contiguous_format), strict=True)]
+    return synthetic.strided(values, strides)
+
+
+def conv_input(module: Any, functional: Any, x: synthetic.Tensor, grad: bool) -> tuple[Any, int]:
+    """What the convolution receives from `module.conv(x)`, and how many copies of the input
+    (not of the kernel) that took."""
+    functional.received.clear()
+    synthetic.State.copied.clear()
+    kernel = synthetic.dense((*([1] * (x.ndim - 2)), x.shape[-1], 2))
+
+    def copies() -> int:
+        return sum(not t.shares_memory(kernel) for t in synthetic.State.copied)
+
+    with synthetic.grad(grad):
+        try:
+            module.conv(x, kernel, data_format="channels_last")
+        except ValueError as error:
+            return ("raised", str(error)), copies()
+    (_, received), = [r for r in functional.received if r[0] == "conv"]
+    facts = (received.shape, received.stride(), received.array.tobytes(), received.shares_memory(x))
+    return facts, copies()
+
+
+shapes = st.integers(3, 5).flatmap(
+    lambda rank: st.tuples(st.integers(0, 2), *[st.integers(1, 3)] * (rank - 2), st.integers(1, 3))
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(shape=shapes, layout=st.sampled_from(LAYOUTS), grad=st.booleans())
+def test_conv_receives_what_upstream_gives_it_with_fewer_copies(shape: tuple[int, ...], layout: str, grad: bool) -> None:
+    x = make(shape, layout)
+    upstream, upstream_copies = conv_input(UPSTREAM_NN, UPSTREAM_F, x, grad)
+    patched, patched_copies = conv_input(PATCHED_NN, PATCHED_F, make(shape, layout), grad)
+    # Shape, strides and values; sharing memory with the input only where upstream does too,
+    # or, without autograd, for a densely laid out input.
+    assert patched[:3] == upstream[:3]
+    assert patched_copies <= upstream_copies and patched_copies <= 1
+    if patched[3] and not upstream[3]:
+        assert not grad and x.stride() == synthetic.canonical_strides(shape, synthetic.contiguous_format)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 3, 4, 2), (2, 1, 3, 2), (2, 3, 3, 2)])
+@pytest.mark.parametrize("layout", ["dense", "offset"])
+def test_a_dense_input_is_copied_once_with_autograd_and_never_without(shape: tuple[int, ...], layout: str) -> None:
+    for grad, copies in ((True, 1), (False, 0)):
+        upstream, upstream_copies = conv_input(UPSTREAM_NN, UPSTREAM_F, make(shape, layout), grad)
+        patched, patched_copies = conv_input(PATCHED_NN, PATCHED_F, make(shape, layout), grad)
+        assert upstream_copies == 2 and patched_copies == copies and patched[:3] == upstream[:3]
+        assert patched[3] is not grad and upstream[3] is False
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout", "copies"),
+    [((2, 3, 3, 1), "sliced channels", (1, 1)), ((2, 1, 1, 3), "dense", (0, 0)), ((2, 3, 3, 1), "dense", (0, 0)),
+     ((0, 3, 3, 2), "dense", (0, 0)), ((2, 3, 2), "dense", (1, 1)), ((2, 3, 3, 2), "from channels_first", (1, 1)),
+     ((1, 3, 3, 2), "odd size-1 strides", (2, 1)), ((2, 3, 1, 2), "odd size-1 strides", (2, 1)),
+     ((2, 3, 3, 2), "sliced channels", (2, 1)), ((2, 3, 3, 2), "expanded batch", (2, 1))],
+    ids=["one channel, sliced", "1x1 spatial", "one channel", "empty", "1-D", "channels_first data",
+         "odd batch stride", "odd spatial stride", "sliced", "expanded"],
+)
+def test_copies_where_the_input_is_not_dense(shape: tuple[int, ...], layout: str, copies: tuple[int, int]) -> None:
+    # Where the layout is ambiguous, the view contiguous already or the rank not 4/5, the helper
+    # hands over to `_transpose_spatial_inputs` (upstream's copies); any other view that is not
+    # dense is copied once, straight into channels_last strides. The same tensor either way.
+    for grad in (True, False):
+        upstream, upstream_copies = conv_input(UPSTREAM_NN, UPSTREAM_F, make(shape, layout), grad)
+        patched, patched_copies = conv_input(PATCHED_NN, PATCHED_F, make(shape, layout), grad)
+        assert patched == upstream and (upstream_copies, patched_copies) == copies
+
+
+def test_other_ranks_raise_like_upstream() -> None:
+    for shape in ((2, 3), (1, 2, 2, 2, 2, 2)):
+        x = synthetic.dense(shape)
+        assert conv_input(PATCHED_NN, PATCHED_F, x, True) == conv_input(UPSTREAM_NN, UPSTREAM_F, x, True)
+        assert conv_input(PATCHED_NN, PATCHED_F, x, True)[0][0] == "raised"
+
+
+def test_pooling_and_conv_transpose_are_untouched() -> None:
+    for module, functional in ((UPSTREAM_NN, UPSTREAM_F), (PATCHED_NN, PATCHED_F)):
+        functional.received.clear()
+        synthetic.State.copied.clear()
+        with synthetic.grad(False):
+            module.max_pool(synthetic.dense((2, 3, 3, 2)), data_format="channels_last")
+            module.conv_transpose(synthetic.dense((2, 3, 3, 2)), synthetic.dense((1, 1, 2, 2)),
+                                  data_format="channels_last")
+        assert len(synthetic.State.copied) == 2
+        assert [(op, t.stride()) for op, t in functional.received] == [("max_pool", (18, 9, 3, 1)),
+                                                                       ("conv_transpose", (18, 9, 3, 1))]

@@ -31,6 +31,7 @@ ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
+TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -208,6 +209,12 @@ MUTANTS = [
         NODE_TYPE,
         "        if not issubclass(node_type, tuple):\n",
         "        if True:\n",
+    ),
+    (
+        "copy the kwargs of every unconverted call (#23296's `elif kwargs:`)",
+        TRAINING_ONLY,
+        "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
+        "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n",
     ),
 ]
 

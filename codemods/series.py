@@ -32,10 +32,8 @@ SERIES_PACKAGES = (
     "codemods.torch_tree_node_type_fast_path",
     "codemods.layer_call_single_tensor_bookkeeping",
     "codemods.torch_conv_single_copy",
+    "codemods.layer_call_training_only_conversion",
 )
-#: Written with its tests but not yet in the series: "codemods.layer_call_training_only_conversion"
-#: (nightly's training-only skip; it also carries #23296, which changes the Node recorded for
-#: Functional models called symbolically with kwargs: to be decided before it joins).
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
 LABEL_PREFIX = "fast"

@@ -33,6 +33,7 @@ TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
+TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -240,6 +241,12 @@ MUTANTS = [
         CONV_SINGLE_COPY,
         "                dense = dense and stride == expected\n",
         "                dense = dense and (stride == expected or size == 1)\n",
+    ),
+    (
+        "copy the kwargs of every unconverted call (#23296's `elif kwargs:`)",
+        TRAINING_ONLY,
+        "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
+        "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n",
     ),
 ]
 

@@ -1,12 +1,12 @@
 """Patch `layer-call-training-only-conversion`: backport of keras-nightly's training-only
-conversion skip in `Layer.__call__` with keras-team/keras#23296 (the kwargs copy).
+conversion skip in `Layer.__call__`, without keras-team/keras#23296's behaviour change.
 
 Step 1 of `Layer.__call__` maps args and kwargs through `maybe_convert` (two
 `tree.map_structure`, 15-35 us on torch) whenever kwargs is non-empty, although for
 `layer(x, training=True)` - every layer call of a Functional model in `fit` - there is nothing
-to convert. keras-nightly gates on "kwargs other than `training` alone" instead and copies
-kwargs otherwise; #23296 (closes #23294) is the copy: without conversion `kwargs` aliases the
-`original_kwargs` that step 8 records in the Node, and steps 3-6 write into it.
+to convert. keras-nightly gates on "kwargs other than `training` alone" instead, and copies
+kwargs it does not convert (#23296, closing #23294: without conversion `kwargs` aliases the
+`original_kwargs` that step 8 records in the Node, and steps 5-6 write into it).
 
 What is carried, and what is not:
 
@@ -17,13 +17,19 @@ What is carried, and what is not:
   input dtype unchanged). The rest of the gate (one backend or symbolic tensor of the layer's
   input dtype) is upstream's, unchanged: it is the skip 3.15.1 takes for `layer(x)`.
   Outputs, masks, call-context values and errors are the same as 3.15.1's.
-* The copy in the form `elif kwargs:` (spec section 9), NOT nightly's unconditional `else:`,
-  which also changes what calls without kwargs record (model.operations, get_config()).
-  Calls that 3.15.1 converted get a fresh dict either way; the copy only matters for layers
-  with `_convert_input_args = False` (Functional, Sequential's model, preprocessing layers)
-  called symbolically with kwargs: their Node now records the kwargs as passed (e.g.
-  `training=True`), no longer what `CallSpec` popped or steps 5-6 injected. That is the
-  #23294 fix, a deliberate change, and the only one.
+* A copy of the kwargs for exactly the calls that take that skip:
+  `elif kwargs and self._convert_input_args: kwargs = dict(kwargs)`. With
+  `_convert_input_args` true and kwargs non-empty, the gate is false only when the skip was
+  taken; 3.15.1 converted those calls, and `tree.map_structure` handed steps 5-6 a fresh dict
+  (the only key being `training`, key order cannot differ), so their Node records the kwargs
+  as passed, as in 3.15.1.
+* NOT #23296's copy (nightly's unconditional `else:`, or the reviewed `elif kwargs:`): for
+  layers with `_convert_input_args = False` (Functional and Sequential models, layers that
+  set it) called symbolically with kwargs, and for calls without kwargs, 3.15.1 records in the
+  Node the very dict that CallSpec pops from and steps 5-6 write into (e.g. a nested model's
+  `{"training": True, "mask": None}`); the copy would change that (model.operations,
+  get_config(), the recorded Nodes). A bug fix, but a behaviour change, which this fork does
+  not carry: those calls stay 3.15.1's.
 * None of nightly's RNN/mask changes (#23235) or #23166's context-default change.
 
 No kill switch: the behaviour does not depend on runtime state.
@@ -44,23 +50,27 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 class LayerCallTrainingOnlyConversion(Patch):
     name = NAME
-    version = "1"
+    version = "2"
     headers = Headers(
         description=(
             "Layer.__call__ skips the tree.map_structure input conversion for calls whose only kwarg is "
-            "training=None|True|False, and copies non-empty kwargs it does not convert, so that the Node of "
-            "a symbolic call records them as passed (keras-team/keras#23296, `elif kwargs:` form)."
+            "training=None|True|False, and gives those calls the fresh kwargs dict the conversion gave them in "
+            "3.15.1. Not carried: #23296's copy of the kwargs of every unconverted call, which changes the Node "
+            "recorded for layers that do not convert their inputs (a behaviour change)."
         ),
-        origin="upstream, https://github.com/keras-team/keras/pull/23296",
+        origin=(
+            "upstream, https://github.com/keras-team/keras/pull/23296 (keras-nightly's training-only conversion "
+            "gate in Layer.__call__ only: the PR's kwargs copy, a behaviour change, is not carried)"
+        ),
         bug="https://github.com/keras-team/keras/issues/23294",
         forwarded="https://github.com/keras-team/keras/pull/23296",
-        applied_upstream="keras-nightly 3.16.0.dev2026102704",
+        applied_upstream="keras-nightly 3.16.0.dev2026102704 (with #23296's copy, not carried here)",
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
-    # `original_kwargs = kwargs` (the Node's kwargs aliasing `kwargs`, which the copy is for)
-    # and the symbolic operand of the gate first appear in 3.10.0; before, symbolic calls
-    # always converted and the Node was recorded from the converted kwargs.
+    # `original_kwargs = kwargs` (the Node's kwargs aliasing `kwargs`, which the copy keeps
+    # apart for skipped calls) and the symbolic operand of the gate first appear in 3.10.0;
+    # before, symbolic calls always converted and the Node was recorded from the converted kwargs.
     since = "3.10.0"
     codemods = (SkipTrainingOnlyConversionCommand,)
 

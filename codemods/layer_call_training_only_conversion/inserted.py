@@ -10,7 +10,7 @@ once at module level).
 
 
 def gate_flag(self, kwargs):
-    # forkgen: layer-call-training-only-conversion (keras-team/keras#23296)
+    # forkgen: layer-call-training-only-conversion
     # `training=None|True|False` alone gives `maybe_convert` nothing to do:
     # such a call takes the same skip as a call without kwargs.
     kwargs_may_need_convert = bool(kwargs) and (
@@ -18,18 +18,20 @@ def gate_flag(self, kwargs):
     )
 
 
-def gate_copy(kwargs):
+def gate_copy(self, kwargs):
     if UPSTREAM:
         UPSTREAM
-    elif kwargs:  # forkgen: layer-call-training-only-conversion
-        # The Node of a symbolic call records the caller's kwargs, and steps
-        # below write into `kwargs` (context args, masks): work on a copy, as
-        # the conversion above does (keras-team/keras#23296).
+    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion
+        # Only a training-only call that skipped the conversion gets here:
+        # 3.15.1 converted it, giving steps below a fresh dict to write into
+        # (context args, masks) instead of the `original_kwargs` its Node
+        # records. The copy keeps that; layers that do not convert their
+        # inputs write into `original_kwargs`, as in 3.15.1.
         kwargs = dict(kwargs)
 
 
 def helper():
-    # forkgen: layer-call-training-only-conversion (keras-team/keras#23296)
+    # forkgen: layer-call-training-only-conversion
     def _layer_call_kwargs_may_need_convert(layer, kwargs):
         """Whether `layer.__call__` must keep upstream's conversion gate for
     these (non-empty) kwargs. False only for `training=None|True|False`

@@ -1,6 +1,6 @@
 """Codemod: in `Layer.__call__`, let a call whose only kwarg is `training=None|True|False` skip
-the two `tree.map_structure(maybe_convert, ...)` of step 1, and copy non-empty kwargs that
-are not converted (keras-team/keras#23296, keras-nightly's "training-only" gate).
+the two `tree.map_structure(maybe_convert, ...)` of step 1 (keras-nightly's "training-only"
+gate), and copy the kwargs of exactly the calls that skip it (not keras-team/keras#23296's copy).
 
 Upstream (3.10-3.15.1) shape, inside `Layer.__call__`::
 
@@ -15,8 +15,15 @@ Upstream (3.10-3.15.1) shape, inside `Layer.__call__`::
         kwargs = tree.map_structure(maybe_convert, kwargs)
 
 The patch puts `kwargs_may_need_convert = bool(kwargs) and (<helper>(self, kwargs))` before
-the gate, uses it as the gate's first operand instead of `kwargs`, attaches `elif kwargs:
-kwargs = dict(kwargs)` to the gate, and appends the helper to the module.
+the gate, uses it as the gate's first operand instead of `kwargs`, attaches `elif kwargs and
+self._convert_input_args: kwargs = dict(kwargs)` to the gate, and appends the helper to the
+module. With `self._convert_input_args` true and kwargs non-empty, the gate is false only when
+the helper let the call skip: 3.15.1 converted that call, and `tree.map_structure` gave it a
+fresh dict; the copy gives it one too. Everywhere else `kwargs` stays what 3.15.1 had.
+
+keras-nightly's shape has the flag (inline, no marker) and either an unconditional `else:`
+copy or, in #23296's reviewed form, `elif kwargs:`: both are recognised as upstream (they
+changed what Nodes record, which is why the patch does not copy like them).
 """
 
 from __future__ import annotations
@@ -82,23 +89,28 @@ _CONVERT_INPUT = m.Call(
     func=m.Attribute(m.Attribute(m.Name("self"), m.Name("dtype_policy")), m.Name("convert_input"))
 )
 _FLAG_ASSIGN = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(FLAG))])])
-#: `elif kwargs: kwargs = dict(kwargs)` (ours, or #23296's reviewed form).
+#: `kwargs = dict(kwargs)`: the body of every copy (ours, nightly's `else:`, #23296's `elif`).
+_COPY_BODY = m.IndentedBlock(
+    body=[
+        m.SimpleStatementLine(
+            body=[
+                m.Assign(
+                    targets=[m.AssignTarget(m.Name("kwargs"))],
+                    value=m.Call(func=m.Name("dict"), args=[m.Arg(m.Name("kwargs"))]),
+                )
+            ]
+        )
+    ]
+)
+#: `elif kwargs and self._convert_input_args: kwargs = dict(kwargs)`: ours, the copy only for
+#: the calls that took the training-only skip.
 _COPY = m.If(
-    test=m.Name("kwargs"),
-    body=m.IndentedBlock(
-        body=[
-            m.SimpleStatementLine(
-                body=[
-                    m.Assign(
-                        targets=[m.AssignTarget(m.Name("kwargs"))],
-                        value=m.Call(func=m.Name("dict"), args=[m.Arg(m.Name("kwargs"))]),
-                    )
-                ]
-            )
-        ]
-    ),
+    test=m.BooleanOperation(left=m.Name("kwargs"), operator=m.And(), right=_SELF_CONVERT_INPUT_ARGS),
+    body=_COPY_BODY,
     orelse=None,
 )
+#: `elif kwargs: kwargs = dict(kwargs)`: #23296's reviewed form (upstream's, never ours).
+_REVIEWED_COPY = m.If(test=m.Name("kwargs"), body=_COPY_BODY, orelse=None)
 
 
 @functools.cache
@@ -219,6 +231,8 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
         # keras-nightly (#23296 and the training-only gate), without our marker.
         if isinstance(gate.orelse, cst.Else):
             copy = "with nightly's unconditional `else: kwargs = dict(kwargs)` (Node recording already changed)"
+        elif gate.orelse is not None and m.matches(gate.orelse, _REVIEWED_COPY):
+            copy = "with #23296's `elif kwargs:` copy (Node recording already changed)"
         elif gate.orelse is not None:
             copy = "with an `elif` copy"
         else:
@@ -240,7 +254,8 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
     if not (fresh or present):
         raise AnchorDrift(
             path, gate_line, "conversion gate",
-            f"upstream's gate on `kwargs` without an else, or forkgen's `{FLAG}` gate, `elif kwargs:` copy and {HELPER}",
+            f"upstream's gate on `kwargs` without an else, or forkgen's `{FLAG}` gate, "
+            f"`elif kwargs and self._convert_input_args:` copy and {HELPER}",
             f"a gate on `{first}` ({len(flags)} `{FLAG}` assignments, {len(ours)} forkgen's; "
             f"{'an' if gate.orelse is not None else 'no'} else branch; {len(helpers)} {HELPER})",
         )
@@ -276,14 +291,14 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
         AnchorReport("conversion gate", gate_line, "`if (kwargs or ...) and self._convert_input_args:`"),
         AnchorReport("dtype_policies", import_line, "module-level import"),
     )
-    detail = "training-only calls skip the conversion; unconverted kwargs are copied" if fresh else "present"
+    detail = "training-only calls skip the conversion and get a copy of their kwargs" if fresh else "present"
     return Analysis("fresh" if fresh else "present", detail, gate, anchors)
 
 
 class SkipTrainingOnlyConversionCommand(BackportCommand):
     DESCRIPTION: str = (
         "Layer.__call__: a call whose only kwarg is training=None|True|False skips the input conversion; "
-        "kwargs left unconverted are copied before being written to."
+        "the kwargs of such a call are copied, as 3.15.1's conversion did."
     )
     VERSION = "1"
 

@@ -3,10 +3,11 @@
 
 The reference is upstream's path in the same fork: `upstream_path()` makes the patch's
 predicate (`_layer_call_kwargs_may_need_convert`) answer True for every non-empty kwargs,
-which restores 3.15.1's gate (`kwargs or ...`) exactly. The `elif kwargs:` copy stays in both
-runs: it never runs where 3.15.1 converted (those calls get a fresh dict from the conversion),
-and where it does run (layers with `_convert_input_args = False` called with kwargs) it is the
-#23296 fix, checked against the kwargs as passed (`test_node_records_the_kwargs_as_passed`).
+which restores 3.15.1's gate (`kwargs or ...`) exactly; the copy
+(`elif kwargs and self._convert_input_args:`) then never runs, since with non-empty kwargs the
+gate is false only for a layer that does not convert. That the copy runs nowhere else on the
+patched path either, i.e. that #23296's copy is not carried, is checked against 3.15.1's
+recorded Node kwargs written in the test (`test_node_records_the_kwargs_3_15_1_records`).
 
 Compared per case, patched vs upstream path: outputs, output masks, what `call()` received,
 weights updated by the call, the recorded Nodes' arguments (kwargs included), `model.operations`
@@ -377,27 +378,50 @@ def test_calls_without_kwargs_record_what_3_15_1_records() -> None:
     assert any(kind == "NotEqual" for kind, _ in operations)
 
 
-@pytest.mark.parametrize("training", [True, False])
-def test_node_records_the_kwargs_as_passed(training: bool) -> None:
-    # #23294/#23296: a layer that does not convert its inputs (a nested Functional, a
-    # `_convert_input_args = False` layer whose call() has no `training`) used to record
-    # what CallSpec popped and steps 5-6 injected; now the kwargs as passed.
+#: What 3.15.1 records in the Node of a symbolic `layer(x, training=t)` (keras-team/keras#23294,
+#: not fixed here): the dict `Layer.__call__` wrote into. A nested Functional model does not
+#: convert its inputs, so the `training` it resolved and the `mask` it injected land in its
+#: Node; a `_convert_input_args = False` layer whose call() has no `training` records what the
+#: CallSpec popped it from; a layer that converts records the kwargs as passed (its conversion
+#: made the dict that was written into, and on the patched path the copy does).
+def recorded_by_3_15_1(kind: str, training: Any) -> dict[str, Any]:
+    if kind == "functional":
+        return {"training": training, "mask": None}
+    if kind == "no-training-not-converting":
+        return {}
+    return {"training": training}
+
+
+@pytest.mark.parametrize("training", [True, False, None])
+def test_node_records_the_kwargs_3_15_1_records(training: Any) -> None:
+    # Not #23296's copy: layers that do not convert their inputs, called with kwargs, record
+    # what 3.15.1 records, on the patched path and on upstream's.
     class Wrapper(NoTraining):
         def __init__(self) -> None:
             super().__init__(name="wrapper")
             self._convert_input_args = False
 
-    keras.backend.clear_session()
-    inner_in = keras.Input((3,))
-    inner = keras.Model(inner_in, keras.layers.Dropout(0.5)(inner_in), name="inner")
-    x = keras.Input((3,))
-    y = inner(x, training=training)
-    z = Wrapper()(y, training=training)
-    assert inner._inbound_nodes[-1].arguments.kwargs == {"training": training}
-    assert z._keras_history.operation._inbound_nodes[-1].arguments.kwargs == {"training": training}
-    dense = keras.layers.Dense(2)
-    dense(x, training=training)
-    assert dense._inbound_nodes[-1].arguments.kwargs == {"training": training}
+    def recorded() -> list[dict[str, Any]]:
+        keras.backend.clear_session()
+        inner_in = keras.Input((3,))
+        inner = keras.Model(inner_in, keras.layers.Dropout(0.5)(inner_in), name="inner")
+        assert not inner._convert_input_args
+        x = keras.Input((3,))
+        y = inner(x, training=training)
+        z = Wrapper()(y, training=training)
+        dense = keras.layers.Dense(2)
+        dense(x, training=training)
+        return [
+            dict(inner._inbound_nodes[-1].arguments.kwargs),
+            dict(z._keras_history.operation._inbound_nodes[-1].arguments.kwargs),
+            dict(dense._inbound_nodes[-1].arguments.kwargs),
+        ]
+
+    expected = [recorded_by_3_15_1(kind, training)
+                for kind in ("functional", "no-training-not-converting", "converting")]
+    assert recorded() == expected
+    with upstream_path():
+        assert recorded() == expected
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch tensors on the skip path")

@@ -40,6 +40,12 @@ LAYER_V4 = textwrap.dedent(
             raise NotImplementedError
 
         def __call__(self, *args, **kwargs):
+            original_kwargs = kwargs
+            def maybe_convert(x):
+                return self.dtype_policy.convert_input(x, self.autocast, self.input_dtype)
+            if (kwargs or len(args) != 1) and self._convert_input_args:
+                args = tree.map_structure(maybe_convert, args)
+                kwargs = tree.map_structure(maybe_convert, kwargs)
             for arg in tree.flatten(args):
                 if not is_backend_tensor_or_symbolic(arg, allow_none=True):
                     raise ValueError("Only input tensors may be passed as positional arguments.")
@@ -144,6 +150,15 @@ LAYER_V4 = textwrap.dedent(
 
         def __exit__(self, *exc_info):
             return False
+
+
+    class dtype_policies:
+        # Stands for `from keras.src import dtype_policies`; never reached here.
+        DTypePolicy = None
+
+
+    # The synthetic layers never convert their inputs (the fake tree has no map_structure).
+    Layer._convert_input_args = False
     '''
 )
 

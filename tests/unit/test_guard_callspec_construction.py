@@ -91,5 +91,5 @@ class TestGuardCallSpecConstruction(CodemodTest):
         )
         with self.assertRaises(AnchorDrift) as caught:
             self.TRANSFORM(CodemodContext()).transform_module(cst.parse_module(before))
-        self.assertEqual(caught.exception.line, 28)
+        self.assertEqual(caught.exception.line, 34)
 

@@ -1,5 +1,5 @@
-"""Patch layer-call-training-only-conversion (nightly's training-only gate + keras-team/keras#23296)
-on synthetic Keras-shaped modules: codemod cases, outcomes, drift, and the synthetic upstream and
+"""Patch layer-call-training-only-conversion (nightly's training-only gate, without keras-team/keras#23296's
+copy) on synthetic Keras-shaped modules: codemod cases, outcomes, drift, and the synthetic upstream and
 patched `__call__` executed side by side."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ AFTER = textwrap.dedent(
                     x, self.autocast, self.input_dtype
                 )
 
-            # forkgen: layer-call-training-only-conversion (keras-team/keras#23296)
+            # forkgen: layer-call-training-only-conversion
             # `training=None|True|False` alone gives `maybe_convert` nothing to do:
             # such a call takes the same skip as a call without kwargs.
             kwargs_may_need_convert = bool(kwargs) and (
@@ -122,10 +122,12 @@ AFTER = textwrap.dedent(
             ) and self._convert_input_args:
                 args = tree.map_structure(maybe_convert, args)
                 kwargs = tree.map_structure(maybe_convert, kwargs)
-            elif kwargs:  # forkgen: layer-call-training-only-conversion
-                # The Node of a symbolic call records the caller's kwargs, and steps
-                # below write into `kwargs` (context args, masks): work on a copy, as
-                # the conversion above does (keras-team/keras#23296).
+            elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion
+                # Only a training-only call that skipped the conversion gets here:
+                # 3.15.1 converted it, giving steps below a fresh dict to write into
+                # (context args, masks) instead of the `original_kwargs` its Node
+                # records. The copy keeps that; layers that do not convert their
+                # inputs write into `original_kwargs`, as in 3.15.1.
                 kwargs = dict(kwargs)
 
             # Like CallSpec and steps 5-6: pop what call() does not take, inject.
@@ -143,7 +145,7 @@ AFTER = textwrap.dedent(
         return backend.is_tensor(x)
 
 
-    # forkgen: layer-call-training-only-conversion (keras-team/keras#23296)
+    # forkgen: layer-call-training-only-conversion
     def _layer_call_kwargs_may_need_convert(layer, kwargs):
         """Whether `layer.__call__` must keep upstream's conversion gate for
         these (non-empty) kwargs. False only for `training=None|True|False`
@@ -228,7 +230,10 @@ def test_outcomes() -> None:
     assert nightly.outcome is Outcome.UPSTREAM and "unconditional" in nightly.detail
     # #23296's reviewed form (an `elif` copy, no marker) is upstream too.
     reviewed = NIGHTLY.replace("        else:\n", "        elif kwargs:\n")
-    assert check(reviewed).outcome is Outcome.UPSTREAM
+    assert check(reviewed).outcome is Outcome.UPSTREAM and "#23296" in check(reviewed).detail
+    # Our copy's shape without our markers: upstream as well (a flag nobody of ours wrote).
+    unmarked = NIGHTLY.replace("        else:\n", "        elif kwargs and self._convert_input_args:\n")
+    assert check(unmarked).outcome is Outcome.UPSTREAM and "`elif` copy" in check(unmarked).detail
 
 
 def test_apply_is_idempotent_and_inserts_three_marked_pieces() -> None:
@@ -268,14 +273,17 @@ GATE_END = """\
          "0 convert_input calls"),
         (replace_once(BEFORE, "from _tl_fakes import dtype_policies\n", ""), "dtype_policies", 1, "none"),
         # Half a patch: the flag and the gate, without the copy and the helper.
-        (AFTER.split("        elif kwargs:")[0] + "\n        return args\n", "conversion gate", GATE_LINE + 7,
+        (AFTER.split("        elif kwargs and")[0] + "\n        return args\n", "conversion gate", GATE_LINE + 7,
          "no else branch"),
         # The gate already has an else branch of its own.
         (replace_once(BEFORE, GATE_END, GATE_END + "        else:\n            pass\n"), "conversion gate",
          GATE_LINE, "an else branch"),
+        # Version 1 of this patch (#23296's `elif kwargs:` copy, marked as ours): not what it writes now.
+        (replace_once(AFTER, "        elif kwargs and self._convert_input_args:  #", "        elif kwargs:  #"),
+         "conversion gate", GATE_LINE + 7, "1 forkgen's; an else branch"),
     ],
     ids=["gate-gone", "gate-twice", "gate-body", "original-kwargs-gone", "convert-input-gone", "no-import",
-         "partial", "own-else"],
+         "partial", "own-else", "version-1-copy"],
 )
 def test_drift(source: str, anchor: str, line: int, found: str) -> None:
     error = _drift(source)
@@ -285,8 +293,8 @@ def test_drift(source: str, anchor: str, line: int, found: str) -> None:
 
 
 def test_anchors_found_in_layer_v4_with_and_without_the_callspec_patches() -> None:
-    # The synthetic tree's layer.py, with the lines the patch asks for (see the report).
-    layer = with_conversion_gate(LAYER_V4)
+    # The synthetic tree's layer.py has the lines the patch anchors on.
+    layer = LAYER_V4
     assert check(layer).outcome is Outcome.APPLIED
     sources = Sources(lambda path: layer)
     for patch in (CALLSPEC, CALLSPEC_TRAINING):
@@ -308,39 +316,6 @@ def test_anchors_found_in_layer_v4_with_and_without_the_callspec_patches() -> No
     x = Tensor(1.0)
     assert Dense()(x, training=True) == (x, True)
     assert Dense()(x) == (x, None)
-
-
-#: The lines LAYER_V4 needs for this patch's anchors (what the report asks the lead to add), as
-#: they read in the dedented LAYER_V4 (one indent level less than in tests/support/synthetic.py):
-#: a few statements at the top of `Layer.__call__`, the rest at the end of the module, so that
-#: the other anchors move as little as possible.
-V4_CALL = "    def __call__(self, *args, **kwargs):\n"
-V4_CALL_ADD = """\
-        original_kwargs = kwargs
-        def maybe_convert(x):
-            return self.dtype_policy.convert_input(x, self.autocast, self.input_dtype)
-        if (kwargs or len(args) != 1) and self._convert_input_args:
-            args = tree.map_structure(maybe_convert, args)
-            kwargs = tree.map_structure(maybe_convert, kwargs)
-"""
-V4_END_ADD = """\
-
-
-class dtype_policies:
-    # Stands for `from keras.src import dtype_policies`; never reached here.
-    DTypePolicy = None
-
-
-# The fake tree cannot map_structure: the synthetic layers never convert.
-Layer._convert_input_args = False
-"""
-
-
-def with_conversion_gate(source: str) -> str:
-    """LAYER_V4 with the statements this patch anchors on (unchanged if it has them already)."""
-    if "original_kwargs = kwargs" in source:
-        return source
-    return replace_once(source, V4_CALL, V4_CALL + V4_CALL_ADD) + V4_END_ADD
 
 
 # -- behaviour: the synthetic upstream and patched modules side by side --------------------------
@@ -450,13 +425,13 @@ def test_patched_call_behaves_as_upstream(args: tuple[Any, ...], kwargs: dict[st
     )
     # Conversions: all of upstream's, except the ones of a training-only call, which change nothing.
     assert patched[4] == ([] if skipped else upstream[4])
-    if kwargs and not converts:
-        # #23296: the recorded kwargs are the kwargs as passed (upstream: written into).
-        assert patched[2] == kwargs
-    else:
-        assert patched[2] == upstream[2]
-    # The caller's dict is never written into by the patched call.
-    assert patched[3] == kwargs
+    # The recorded kwargs: upstream's, including what steps 5-6 wrote into them on a layer that
+    # does not convert (not #23296's kwargs as passed).
+    assert patched[2] == upstream[2]
+    if not converts:
+        assert "mask" in patched[2] and patched[2]["mask"] is None
+    # The caller's dict is never written into (`**kwargs` is a new dict either way).
+    assert patched[3] == kwargs == upstream[3]
 
 
 def test_training_only_calls_skip_the_conversion() -> None:
@@ -469,4 +444,7 @@ def test_training_only_calls_skip_the_conversion() -> None:
 
 
 def test_the_synthetic_tree_files_are_this_shape() -> None:
-    assert check(with_conversion_gate(LAYER_V4)).outcome is Outcome.APPLIED
+    fresh = check(LAYER_V4)
+    assert fresh.outcome is Outcome.APPLIED and not fresh.present
+    assert [a.name for a in fresh.anchors] == ["original_kwargs = kwargs", "maybe_convert", "conversion gate",
+                                              "dtype_policies"]

@@ -251,6 +251,17 @@ def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTN
     return [n for n in walk(function) if m.matches(n, matcher)]
 
 
+def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
+    """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
+    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return set(path)
+        stack.extend((child, (*path, id(child))) for child in node.children)
+    return set()
+
+
 def template_pieces(package: str, filename: str) -> dict[str, list[cst.BaseStatement]]:
     """The body of every function of the template module `filename` of `package`, by name.
 

@@ -23,6 +23,7 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
+    ancestors,
     ast_function,
     ast_lines,
     cst_function,
@@ -151,17 +152,6 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
     if len(calls) != 1:
         raise AnchorDrift(path, line, "self._maybe_build(call_spec)", "exactly one in Layer.__call__", f"{len(calls)}")
     return Site(line, scopes[0], None, call)
-
-
-def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
-    """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
-    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return set(path)
-        stack.extend((child, (*path, id(child))) for child in node.children)
-    return set()
 
 
 def anchors(site: Site) -> tuple[AnchorReport, ...]:

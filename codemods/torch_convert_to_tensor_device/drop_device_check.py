@@ -22,6 +22,7 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
+    ancestors,
     ast_function,
     ast_lines,
     cst_function,
@@ -193,17 +194,6 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = CORE_PY) -> Site:
 def anchors(site: Site) -> tuple[AnchorReport, ...]:
     where = f"in {FUNCTION}'s tensor branch"
     return (AnchorReport(ANCHOR, site.line, where, site.path if site.path != CORE_PY else ""),)
-
-
-def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
-    """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
-    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return set(path)
-        stack.extend((child, (*path, id(child))) for child in node.children)
-    return set()
 
 
 class DropDeviceCheckCommand(BackportCommand):

@@ -24,6 +24,7 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
+    ancestors,
     ast_function,
     cst_function,
     has_marker,
@@ -304,17 +305,6 @@ def _site(module: cst.Module, tree: ast.Module, owner: str, method: str, path: s
         raise AnchorDrift(path, lines[0], ANCHOR, "upstream's flatten, forkgen's guard or keras-nightly's isinstance",
                           found)
     return Site(method, lines[0], arg, state), function
-
-
-def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
-    """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
-    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
-    while stack:
-        node, ids = stack.pop()
-        if node is target:
-            return set(ids)
-        stack.extend((child, (*ids, id(child))) for child in node.children)
-    return set()
 
 
 def analyze(module: cst.Module, tree: ast.Module, path: str = TRAINER_PY) -> Analysis:

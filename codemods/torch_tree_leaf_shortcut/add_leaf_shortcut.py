@@ -28,6 +28,7 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
+    ancestors,
     ast_function,
     cst_function,
     has_marker,
@@ -274,17 +275,6 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     if site.inner is None:
         return (AnchorReport(f"def {FUNCTION}", site.line, site.upstream),)
     return (AnchorReport(ANCHOR, site.line, f"in {FUNCTION}'s {INNER}: the round trip a leaf skips"),)
-
-
-def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
-    """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
-    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return set(path)
-        stack.extend((child, (*path, id(child))) for child in node.children)
-    return set()
 
 
 class AddLeafShortcutCommand(BackportCommand):

@@ -38,6 +38,14 @@ def variant() -> str:
     return str(forkgen_provenance.PROVENANCE["callspec_variant"])
 
 
+def patch_applied(name: str) -> bool:
+    """Whether the installed fork applies patch `name` (its provenance says "applied")."""
+    from keras.src import forkgen_provenance
+
+    patches = forkgen_provenance.PROVENANCE.get("patches", [])
+    return any(p["name"] == name and p["outcome"] == "applied" for p in patches)
+
+
 def get_mask(x: Any) -> Any:
     """The Keras mask attached to `x` (`backend.get_keras_mask` from 3.6, `_keras_mask` before)."""
     getter = getattr(keras.src.backend, "get_keras_mask", None)

@@ -19,10 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-APPLIED = "dtype-fast-paths" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("dtype-fast-paths")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply dtype-fast-paths")
 
 from keras.src.backend import config  # noqa: E402

@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras.src.layers import input_spec as input_spec_module
 
+from tests.equivalence.helpers import patch_applied
+
 PROVENANCE = __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE
-APPLIED = "input-spec-single-fast-path" in {
-    p["name"] for p in PROVENANCE.get("patches", []) if p["outcome"] == "applied"
-}
+APPLIED = patch_applied("input-spec-single-fast-path")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply input-spec-single-fast-path")
 
 InputSpec = keras.InputSpec

@@ -24,12 +24,9 @@ import pytest
 from keras.src.backend.common.name_scope import current_path
 from keras.src.layers import layer as layer_module
 
-from tests.equivalence.helpers import to_numpy
+from tests.equivalence.helpers import patch_applied, to_numpy
 
-APPLIED = "layer-call-single-name-scope" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+APPLIED = patch_applied("layer-call-single-name-scope")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply layer-call-single-name-scope")
 
 Layer = layer_module.Layer

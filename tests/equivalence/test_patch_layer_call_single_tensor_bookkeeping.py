@@ -24,11 +24,10 @@ from keras.src import backend
 from keras.src.backend.common import global_state
 from keras.src.layers import layer as layer_module
 
+from tests.equivalence.helpers import patch_applied
+
 NAME = "layer-call-single-tensor-bookkeeping"
-APPLIED = NAME in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason=f"this fork does not apply {NAME}")
 
 Layer = layer_module.Layer

@@ -12,12 +12,9 @@ import keras
 import numpy as np
 import pytest
 
-from tests.equivalence.helpers import to_numpy
+from tests.equivalence.helpers import patch_applied, to_numpy
 
-APPLIED = "layer-call-state-writes" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+APPLIED = patch_applied("layer-call-state-writes")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply layer-call-state-writes")
 
 

@@ -28,12 +28,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from keras.src.layers import layer as layer_module
 
-from tests.equivalence.helpers import get_mask, set_mask, to_numpy
+from tests.equivalence.helpers import get_mask, patch_applied, set_mask, to_numpy
 
 PROVENANCE = __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE
-APPLIED = "layer-call-training-only-conversion" in {
-    p["name"] for p in PROVENANCE.get("patches", []) if p["outcome"] == "applied"
-}
+APPLIED = patch_applied("layer-call-training-only-conversion")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply layer-call-training-only-conversion")
 
 BACKEND = keras.backend.backend()

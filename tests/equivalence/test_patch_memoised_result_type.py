@@ -21,10 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-APPLIED = "memoised-result-type" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("memoised-result-type")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply memoised-result-type")
 
 from keras.src.backend import config  # noqa: E402

@@ -24,11 +24,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence.helpers import patch_applied
+
 PATCH_NAME = "operation-call-error-info"
-APPLIED = PATCH_NAME in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+APPLIED = patch_applied(PATCH_NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason=f"this fork does not apply {PATCH_NAME}")
 
 from keras.src.backend.common.keras_tensor import any_symbolic_tensors  # noqa: E402

@@ -20,13 +20,13 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, reject
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
-APPLIED = "torch-conv-single-copy" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("torch-conv-single-copy")
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-conv-single-copy"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
@@ -114,7 +114,17 @@ def same(make: Callable[[], tuple[Any, Any]], grad: bool, run: Callable[..., Any
     patched = outcome(run, make, grad, **kwargs)
     with upstream():
         expected = outcome(run, make, grad, **kwargs)
-    assert patched == expected
+    if patched == expected:
+        return
+    # Some of torch's CPU kernels (bfloat16 conv backward) are not deterministic: 3.15.1's own
+    # gradients then differ from run to run. A real difference reproduces on both sides.
+    with upstream():
+        again = outcome(run, make, grad, **kwargs)
+    if again != expected:
+        if currently_in_test_context():
+            reject()
+        pytest.skip("3.15.1's own result does not reproduce for this input (a nondeterministic torch kernel)")
+    assert outcome(run, make, grad, **kwargs) == expected
 
 
 def layout(shape: tuple[int, ...], kind: str, dtype: str, requires_grad: bool = False) -> Any:

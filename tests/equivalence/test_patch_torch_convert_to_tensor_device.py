@@ -19,10 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-APPLIED = "torch-convert-to-tensor-device" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("torch-convert-to-tensor-device")
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-convert-to-tensor-device"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),

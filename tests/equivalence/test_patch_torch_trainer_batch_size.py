@@ -26,10 +26,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-APPLIED = "torch-trainer-batch-size" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("torch-trainer-batch-size")
 TORCH = keras.backend.backend() == "torch"
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-trainer-batch-size"),

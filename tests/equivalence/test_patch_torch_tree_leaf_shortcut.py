@@ -22,10 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-APPLIED = "torch-tree-leaf-shortcut" in {
-    p["name"] for p in __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE.get("patches", [])
-    if p["outcome"] == "applied"
-}
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("torch-tree-leaf-shortcut")
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-tree-leaf-shortcut"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch tree is used on the torch backend only"),

@@ -19,30 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import patch_applied, reference_standardize_dtype
 
 APPLIED = patch_applied("dtype-fast-paths")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply dtype-fast-paths")
 
-from keras.src.backend import config  # noqa: E402
 from keras.src.backend.common import dtypes, variables  # noqa: E402
-
-
-def reference_standardize_dtype(dtype: Any) -> Any:
-    """Keras 3.15.1's `standardize_dtype`, verbatim in behaviour (its constants are upstream's)."""
-    if dtype is None:
-        return config.floatx()
-    dtype = dtypes.PYTHON_DTYPES_MAP.get(dtype, dtype)
-    if hasattr(dtype, "name"):
-        dtype = dtype.name
-    elif hasattr(dtype, "__name__"):
-        dtype = dtype.__name__
-    elif hasattr(dtype, "__str__") and ("torch" in str(dtype) or "jax.numpy" in str(dtype)):
-        dtype = str(dtype).split(".")[-1]
-
-    if dtype not in dtypes.ALLOWED_DTYPES:
-        raise ValueError(f"Invalid dtype: {dtype}")
-    return dtype
 
 
 class Named:

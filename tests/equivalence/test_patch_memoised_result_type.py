@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import patch_applied, reference_standardize_dtype
 
 APPLIED = patch_applied("memoised-result-type")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply memoised-result-type")
@@ -30,22 +30,6 @@ from keras.src.backend import config  # noqa: E402
 from keras.src.backend.common import dtypes  # noqa: E402
 
 FLOATX = ("float32", "float16", "float64", "bfloat16", "float32")
-
-
-def reference_standardize_dtype(dtype: Any) -> Any:
-    """Keras 3.15.1's `standardize_dtype`."""
-    if dtype is None:
-        return config.floatx()
-    dtype = dtypes.PYTHON_DTYPES_MAP.get(dtype, dtype)
-    if hasattr(dtype, "name"):
-        dtype = dtype.name
-    elif hasattr(dtype, "__name__"):
-        dtype = dtype.__name__
-    elif hasattr(dtype, "__str__") and ("torch" in str(dtype) or "jax.numpy" in str(dtype)):
-        dtype = str(dtype).split(".")[-1]
-    if dtype not in dtypes.ALLOWED_DTYPES:
-        raise ValueError(f"Invalid dtype: {dtype}")
-    return dtype
 
 
 def reference_lattice_result_type(*args: Any) -> Any:

@@ -33,6 +33,7 @@ SERIES_PACKAGES = (
     "codemods.layer_call_single_tensor_bookkeeping",
     "codemods.torch_conv_single_copy",
     "codemods.layer_call_training_only_conversion",
+    "codemods.trainer_symbolic_build_skip",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

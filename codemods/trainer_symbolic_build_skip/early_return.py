@@ -20,7 +20,14 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 
-from codemods.patchlib import AnchorDrift, AnchorReport, BackportCommand, cst_function, has_marker, marker
+from codemods.patchlib import (
+    AnchorDrift,
+    AnchorReport,
+    BackportCommand,
+    cst_function,
+    has_marker,
+    marker,
+)
 
 NAME = "trainer-symbolic-build-skip"
 TRAINER_PY = "keras/src/trainers/trainer.py"
@@ -100,7 +107,7 @@ def guard_piece() -> cst.If:
 
 
 @functools.cache
-def helper_pieces() -> tuple[cst.BaseStatement, ...]:
+def helper_pieces() -> tuple[cst.SimpleStatementLine | cst.BaseCompoundStatement, ...]:
     """The template's module-level `_forkgen_*` statements, the first one under the marker."""
     found = [s for s in _template().body if (_bound_name(s) or "").startswith("_forkgen_")]
     assert HELPER in {_bound_name(s) for s in found}
@@ -236,7 +243,7 @@ def anchors(analysis: Analysis) -> tuple[AnchorReport, ...]:
 # -- the _post_build methods the helper vouches for -------------------------------------------
 
 #: `if in_stateless_scope(): return` then `self._track_variables()` (comments aside).
-TORCH_POST_BUILD = [
+TORCH_POST_BUILD: list[m.BaseMatcherNode] = [
     m.If(
         test=m.Call(func=m.Name("in_stateless_scope"), args=[]),
         body=RETURN_ONLY,
@@ -247,7 +254,7 @@ TORCH_POST_BUILD = [
     ),
 ]
 #: `self._torch_params = torch.nn.ParameterDict({variable.path: variable.value for variable in self.variables})`.
-TORCH_TRACK_VARIABLES = [
+TORCH_TRACK_VARIABLES: list[m.BaseMatcherNode] = [
     m.SimpleStatementLine(
         body=[
             m.Assign(
@@ -274,8 +281,8 @@ TORCH_TRACK_VARIABLES = [
         ]
     )
 ]
-DOCSTRING = m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])
-PASS = m.SimpleStatementLine(body=[m.Pass()])
+DOCSTRING: m.BaseMatcherNode = m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])
+PASS: m.BaseMatcherNode = m.SimpleStatementLine(body=[m.Pass()])
 
 
 def check_post_builds(torch_layer: tuple[cst.Module, ast.Module], operation: tuple[cst.Module, ast.Module]) -> None:

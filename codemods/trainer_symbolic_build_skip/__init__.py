@@ -53,6 +53,11 @@ right after the flags is recognised as UPSTREAM, although it is the unconditiona
 
 No switch: the helper answers from the model's state at each call.
 
+Measured (torch 2.13, CPU, a small Transformer of 18 variables, built and compiled):
+`_symbolic_build` 214 us (3.15.1's) -> 42 us (the fork's, of which ~30 us is the helper's
+identity check); the numpy backend's trainer has its own `_symbolic_build`, which this patch
+does not touch.
+
 Keras 3.0.x has no `keras/src/trainers`, 3.1.0-3.4.1 compute three flags (no
 `compile_loss_unbuilt`) and 3.5.0's `TorchLayer` tracks its variables as `torch_params`, not
 `_torch_params`: `since = "3.6.0"`. The check also reads torch/layer.py and ops/operation.py and

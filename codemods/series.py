@@ -34,6 +34,7 @@ SERIES_PACKAGES = (
     "codemods.torch_conv_single_copy",
     "codemods.layer_call_training_only_conversion",
     "codemods.global_state_lookup_fast_path",
+    "codemods.trainer_symbolic_build_skip",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

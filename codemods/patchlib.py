@@ -16,13 +16,15 @@ from __future__ import annotations
 import abc
 import ast
 import enum
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
+
+T = TypeVar("T")
 
 
 class AnchorDrift(Exception):
@@ -101,6 +103,13 @@ class Sources:
         #: Per-run memo for analyses that several patches share (keyed by the patch package).
         self.memo: dict[str, object] = {}
 
+    def memoised(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()`, kept in `memo` under `key` until a patch changes a file: what a patch's
+        `check` found, handed to its `apply` (on the same modules) instead of being redone."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return cast(T, self.memo[key])
+
     def exists(self, path: str) -> bool:
         return self.text(path) is not None
 
@@ -146,8 +155,8 @@ class Sources:
         self.memo.clear()
 
     def rendered(self) -> dict[str, str]:
-        """The new text of every changed file."""
-        return {path: self._modules[path].code for path in self.changed}
+        """The new text of every changed file (rendered once: `text` keeps it)."""
+        return {path: self.require(path, "module") for path in self.changed}
 
 
 class Patch(abc.ABC):
@@ -249,6 +258,47 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
     """Every node of `function` matching `matcher`, in source order."""
     return [n for n in walk(function) if m.matches(n, matcher)]
+
+
+#: The nodes that hold statements: `statement_ancestors` walks only through these.
+_STATEMENT_HOLDERS = (
+    cst.Module,
+    cst.BaseCompoundStatement,
+    cst.IndentedBlock,
+    cst.Else,
+    cst.Finally,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.MatchCase,
+)
+
+
+def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> set[int]:
+    """The ids of each statement of `targets` and of every node from `root` down to it.
+
+    Only the bodies of compound statements are walked (no expression), so it is cheap even on
+    a whole module; a target not found that way adds nothing. A codemod that rewrites only
+    `targets` can visit just these nodes (`on_visit`) and keep every other subtree as it is.
+    """
+    wanted = {id(t) for t in targets}
+    found: set[int] = set()
+    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
+    while stack and wanted:
+        node, path = stack.pop()
+        if id(node) in wanted:
+            wanted.discard(id(node))
+            found.update(path)
+        if not isinstance(node, _STATEMENT_HOLDERS):
+            continue
+        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+            value = getattr(node, name, None)
+            children = value if isinstance(value, Sequence) else (value,)
+            stack.extend(
+                (child, (*path, id(child)))
+                for child in children
+                if isinstance(child, (*_STATEMENT_HOLDERS, cst.SimpleStatementLine))
+            )
+    return found
 
 
 def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:

@@ -164,16 +164,21 @@ class SingleNameScopeCommand(BackportCommand):
     DESCRIPTION: str = "Skip the name scope around Layer._maybe_build once the layer is built (not on TF)."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._scope: int | None = None
         self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
         if site.scope is None or site.guard is not None:
             raise SkipFile("step 4 opens the scope only when needed already")
         self._scope = id(site.scope)

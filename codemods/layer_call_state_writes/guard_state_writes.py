@@ -24,6 +24,7 @@ from codemods.patchlib import (
     cst_function,
     fill,
     has_marker,
+    statement_ancestors,
     template_pieces,
     walk,
 )
@@ -118,6 +119,7 @@ class GuardStateWritesCommand(BackportCommand):
         super().__init__(context)
         self._writes = writes
         self._bare: dict[int, str] = {}
+        self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -127,7 +129,13 @@ class GuardStateWritesCommand(BackportCommand):
         if not bare:
             raise SkipFile("both writes are guarded already")
         self._bare = bare
+        # Visit only the nodes leading to the writes: the rest of layer.py is kept as it is,
+        # without being rebuilt.
+        self._path = statement_ancestors(tree, [w.bare for w in writes if w.bare is not None])
         return super().transform_module_impl(tree)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._path and super().on_visit(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return node.name.value == "Layer"

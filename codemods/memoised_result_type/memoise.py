@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import SkipFile
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
@@ -142,10 +142,15 @@ class MemoiseResultTypeCommand(BackportCommand):
     DESCRIPTION: str = "result_type answers from a memo keyed on floatx and its arguments' classes and values."
     VERSION = "1"
 
+    def __init__(self, context: CodemodContext, analysis: Analysis | None = None) -> None:
+        """`analysis`: `analyze` of the module to transform, when the caller made it (the series
+        hands over its check's: the module is neither rendered nor parsed again)."""
+        super().__init__(context)
+        self._given = analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or DTYPES_PY
-        analysis = analyze(tree, ast.parse(tree.code), path)
+        analysis = self._given or analyze(tree, ast.parse(tree.code), path)
         if analysis.upstream is not None:
             raise SkipFile(f"result_type already calls the memoised {analysis.upstream}")
         if present(analysis):

@@ -321,13 +321,18 @@ class SingleCopyCommand(BackportCommand):
     DESCRIPTION: str = "torch conv makes its channels_last input with one copy or none instead of two."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
+        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
         if analysis.upstream:
             raise SkipFile(f"conv already passes {UPSTREAM_KEYWORD}=True")
         if analysis.present:

@@ -200,16 +200,21 @@ class DropDeviceCheckCommand(BackportCommand):
     DESCRIPTION: str = "Run the body of `if x.device != device:` in torch convert_to_tensor unconditionally."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._test: int | None = None
         self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
         if site.test is None:
             raise SkipFile("the device test is gone already")
         self._test = id(site.test)

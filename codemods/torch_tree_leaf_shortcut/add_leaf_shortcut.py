@@ -281,15 +281,20 @@ class AddLeafShortcutCommand(BackportCommand):
     DESCRIPTION: str = "Return a leaf at once from traverse_children in the torch tree's _dict_to_ordered_dict."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._inner: int | None = None
         self._path: set[int] = set()
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
         if site.inner is None:
             raise SkipFile(f"upstream has the leaf short-cut: {site.upstream}")
         if site.ours:

@@ -260,7 +260,7 @@ def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTN
     return [n for n in walk(function) if m.matches(n, matcher)]
 
 
-#: The nodes that hold statements: `statement_ancestors` walks only through these.
+#: The nodes that hold statements, and their fields that do, in source order.
 _STATEMENT_HOLDERS = (
     cst.Module,
     cst.BaseCompoundStatement,
@@ -271,14 +271,37 @@ _STATEMENT_HOLDERS = (
     cst.ExceptStarHandler,
     cst.MatchCase,
 )
+_STATEMENT_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+
+
+def _statement_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    children: list[cst.CSTNode] = []
+    if isinstance(node, _STATEMENT_HOLDERS):
+        for name in _STATEMENT_FIELDS:
+            value = getattr(node, name, None)
+            for child in value if isinstance(value, Sequence) else (value,):
+                if isinstance(child, (*_STATEMENT_HOLDERS, cst.SimpleStatementLine)):
+                    children.append(child)
+    return children
+
+
+def statements(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The statements of `root`'s subtree and the nodes holding them (blocks, `else`s,
+    handlers), parents first, in source order: the nodes of `walk(root)` of those kinds, in
+    the same order, without walking (and so rebuilding) any expression."""
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(_statement_children(node)))
 
 
 def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> set[int]:
     """The ids of each statement of `targets` and of every node from `root` down to it.
 
-    Only the bodies of compound statements are walked (no expression), so it is cheap even on
-    a whole module; a target not found that way adds nothing. A codemod that rewrites only
-    `targets` can visit just these nodes (`on_visit`) and keep every other subtree as it is.
+    Only statements and the nodes holding them are walked (no expression), so it is cheap
+    even on a whole module; a target not found that way adds nothing. A codemod that rewrites
+    only `targets` can visit just these nodes (`on_visit`) and keep every other subtree as it is.
     """
     wanted = {id(t) for t in targets}
     found: set[int] = set()
@@ -288,17 +311,14 @@ def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> se
         if id(node) in wanted:
             wanted.discard(id(node))
             found.update(path)
-        if not isinstance(node, _STATEMENT_HOLDERS):
-            continue
-        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
-            value = getattr(node, name, None)
-            children = value if isinstance(value, Sequence) else (value,)
-            stack.extend(
-                (child, (*path, id(child)))
-                for child in children
-                if isinstance(child, (*_STATEMENT_HOLDERS, cst.SimpleStatementLine))
-            )
+        stack.extend((child, (*path, id(child))) for child in _statement_children(node))
     return found
+
+
+def find_statements(root: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
+    """`find` for a matcher of a statement (or of a block holding statements): the same nodes,
+    in the same order, found without walking any expression."""
+    return [n for n in statements(root) if m.matches(n, matcher)]
 
 
 def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:

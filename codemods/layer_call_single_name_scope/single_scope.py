@@ -23,14 +23,15 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     ast_lines,
     cst_function,
     fill,
+    find_statements,
     has_marker,
+    statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "layer-call-single-name-scope"
@@ -123,7 +124,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
     call = cst_function(module, "Layer.__call__", path, tree)
     maybe_build = cst_function(module, "Layer._maybe_build", path, tree)
     line = _lines(tree)
-    nodes = list(walk(call))
+    nodes = list(statements(call))
     scopes = [cst.ensure_type(n, cst.With) for n in nodes if m.matches(n, BUILD_SCOPE)]
     calls = [n for n in nodes if m.matches(n, MAYBE_BUILD)]
     guards = [cst.ensure_type(n, cst.If) for n in nodes if m.matches(n, GUARD)]
@@ -131,7 +132,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
         raise AnchorDrift(path, line, ANCHOR, "exactly one in Layer.__call__", f"{len(scopes)}")
     if not scopes:
         # keras-nightly: `__call__` calls `_maybe_build` bare, which opens the scope itself.
-        nested = [n for n in walk(maybe_build) if m.matches(n, INNER_SCOPE)]
+        nested = find_statements(maybe_build, INNER_SCOPE)
         if len(calls) == 1 and len(nested) == 1:
             return Site(line, None, None, call)
         raise AnchorDrift(
@@ -186,7 +187,7 @@ class SingleNameScopeCommand(BackportCommand):
         # without being rebuilt (the transform stays cheap on the 2,000-line layer.py).
         layer = next(s for s in tree.body if m.matches(s, m.ClassDef(name=m.Name("Layer"))))
         self._path = {id(tree), id(layer), id(cst.ensure_type(layer, cst.ClassDef).body)}
-        self._path |= ancestors(site.call, site.scope)
+        self._path |= statement_ancestors(site.call, [site.scope])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

@@ -25,8 +25,8 @@ from codemods.patchlib import (
     fill,
     has_marker,
     statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "layer-call-state-writes"
@@ -76,8 +76,9 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> list[
     call_ast = ast_function(tree, "Layer.__call__")
     writes = []
     # One read-only pass; matchers only on the two statement kinds that can be anchors.
-    ifs = [n for n in walk(call) if isinstance(n, cst.If)]
-    lines_ = [n for n in walk(call) if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1]
+    nodes = list(statements(call))
+    ifs = [n for n in nodes if isinstance(n, cst.If)]
+    lines_ = [n for n in nodes if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1]
     for attr in FLAGS:
         guards = [n for n in ifs if m.matches(n, _guard(attr))]
         guarded = {id(cst.ensure_type(g.body, cst.IndentedBlock).body[0]) for g in guards}

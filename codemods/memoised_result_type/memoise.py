@@ -21,6 +21,7 @@ from codemods.patchlib import (
     AnchorReport,
     BackportCommand,
     cst_function,
+    find_statements,
     has_marker,
     template_pieces,
     walk,
@@ -104,7 +105,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = DTYPES_PY) -> Anal
     }
     body = list(cst.ensure_type(function.body, cst.IndentedBlock).body)
     function_ast = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == FUNCTION)
-    returns = [n for n in walk(function) if m.matches(n, FINAL_RETURN)]
+    returns = find_statements(function, FINAL_RETURN)
     if len(returns) != 1 or not body or returns[0] is not body[-1]:
         raise AnchorDrift(path, function_ast.body[-1].lineno, f"return {LATTICE}(...)",
                           f"exactly one, as the last statement of {FUNCTION}",

@@ -22,11 +22,12 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     ast_lines,
     cst_function,
+    find_statements,
     has_marker,
+    statement_ancestors,
     template_pieces,
     walk,
 )
@@ -169,7 +170,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = CORE_PY) -> Site:
             path, function_line, "if ... is_tensor(x):", f"exactly one tensor branch in {FUNCTION}", f"{len(branches)}"
         )
     branch = cst.ensure_type(branches[0].body, cst.IndentedBlock).body
-    tests = [n for n in walk(branches[0]) if m.matches(n, DEVICE_TEST)]
+    tests = find_statements(branches[0], DEVICE_TEST)
     line = test_lines[0] if test_lines else after_line
     if len(tests) > 1:
         raise AnchorDrift(path, line, ANCHOR, "at most one in the tensor branch", f"{len(tests)}")
@@ -219,7 +220,7 @@ class DropDeviceCheckCommand(BackportCommand):
             raise SkipFile("the device test is gone already")
         self._test = id(site.test)
         # Visit only the nodes leading to the test: the rest of the module is kept as it is.
-        self._path = {id(tree)} | ancestors(site.function, site.test)
+        self._path = {id(tree)} | statement_ancestors(site.function, [site.test])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

@@ -28,12 +28,12 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     cst_function,
     has_marker,
+    statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "torch-tree-leaf-shortcut"
@@ -197,7 +197,7 @@ def _nightly_form(module: cst.Module) -> str:
     `_dict_to_ordered_dict_with_changed`), or ""."""
     family = m.FunctionDef(name=m.Name(value=m.MatchIfTrue(lambda n: n.startswith(FUNCTION))))
     for statement in module.body:
-        if m.matches(statement, family) and any(m.matches(n, UPSTREAM_LEAF_RETURN) for n in walk(statement)):
+        if m.matches(statement, family) and any(m.matches(n, UPSTREAM_LEAF_RETURN) for n in statements(statement)):
             return cst.ensure_type(statement, cst.FunctionDef).name.value
     return ""
 
@@ -301,7 +301,7 @@ class AddLeafShortcutCommand(BackportCommand):
             raise SkipFile("the leaf short-cut is in already")
         self._inner = id(site.inner)
         # Visit only the nodes leading to traverse_children: the rest stays as it is.
-        self._path = {id(tree)} | ancestors(site.function, site.inner)
+        self._path = {id(tree)} | statement_ancestors(site.function, [site.inner])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

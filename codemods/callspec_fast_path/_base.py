@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.callspec_fast_path import templates
 from codemods.callspec_fast_path.anchors import LAYER_PY, Analysis, analyze_module
 from codemods.callspec_fast_path.templates import Template
-from codemods.patchlib import statement_ancestors
+from codemods.patchlib import PlainCommand, statement_ancestors
 
 
-class PatchCommand(VisitorBasedCodemodCommand):
+class PatchCommand(PlainCommand):
     """Base of the codemods that insert one piece of the CallSpec fast path.
 
     `transform_module_impl` runs the anchor analysis on the module (raising
@@ -51,11 +51,6 @@ class PatchCommand(VisitorBasedCodemodCommand):
     def template(self) -> Template:
         assert self._template is not None, "transform_module_impl sets it"
         return self._template
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is needed (the analysis has its own), so skip the deep
-        # copy that `Codemod.transform_module` makes for a MetadataWrapper.
-        return self.transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # Only the nodes leading to the statements the codemod rewrites are visited: the rest

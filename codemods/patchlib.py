@@ -17,7 +17,7 @@ import abc
 import ast
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import ClassVar, TypeVar, cast
 
 import libcst as cst
@@ -350,6 +350,28 @@ def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> se
             wanted.discard(id(node))
             found.update(path)
         stack.extend((child, (*path, id(child))) for child in _statement_children(node))
+    return found
+
+
+def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node of `root`'s subtree, parents before children.
+
+    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
+    rebuild every node on the way back up, which costs several times more.
+    """
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        children: list[cst.CSTNode] = []
+        for attribute in fields(node):
+            value = getattr(node, attribute.name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
     return found
 
 

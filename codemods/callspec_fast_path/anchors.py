@@ -17,7 +17,6 @@ a fraction of a second.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +30,7 @@ from codemods.callspec_fast_path.templates import (
     ExtensionTemplate,
     Template,
 )
-from codemods.patchlib import AnchorDrift, AnchorReport, statements
+from codemods.patchlib import AnchorDrift, AnchorReport, statements, subtree_nodes
 
 #: Where the anchors live, relative to the root of an unpacked Keras sdist.
 LAYER_PY = "keras/src/layers/layer.py"
@@ -97,6 +96,7 @@ class _Fingerprint:
     """One statement shape a CallSpec variant's `__init__` contains exactly once."""
 
     description: str
+    #: A node matcher (`m.If(...)`, `m.Call(...)`: not `m.OneOf`).
     matcher: m.BaseMatcherNode
     #: How many times the statement appears in `__init__`.
     count: int = 1
@@ -331,28 +331,6 @@ def _scan(root: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[_Found]:
     return sorted(found, key=lambda f: (getattr(f.node, "lineno", 0), getattr(f.node, "col_offset", 0)))
 
 
-def _subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node of `root`'s subtree, parents before children.
-
-    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
-    rebuild every node on the way back up, which costs several times more.
-    """
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        children: list[cst.CSTNode] = []
-        for attribute in dataclasses.fields(node):
-            value = getattr(node, attribute.name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        stack.extend(reversed(children))
-    return found
-
-
 class _Analyzer:
     def __init__(
         self, module: cst.Module, path: str, source: str | None = None, tree: ast.Module | None = None
@@ -481,12 +459,17 @@ class _Analyzer:
             known = "; ".join(f"{v.name} ({v.releases}): ({', '.join(v.parameters)})" for v in _VARIANTS)
             raise self.drift(init_ast, "CallSpec.__init__", f"the parameters of a known variant: {known}", f"({', '.join(names)})")
         self.check_attributes(init_ast)
-        nodes = _subtree_nodes(init)
+        # A node matcher (`m.If(...)`) only matches nodes of the class it is named after:
+        # each fingerprint is tried on those alone.
+        nodes: dict[str, list[cst.CSTNode]] = {}
+        for node in subtree_nodes(init):
+            nodes.setdefault(type(node).__name__, []).append(node)
         mismatches: list[tuple[int, _Variant, _Fingerprint, int]] = []
         for candidate in candidates:
             failed = []
             for fingerprint in candidate.fingerprint:
-                found = sum(1 for n in nodes if m.matches(n, fingerprint.matcher))
+                kind = type(fingerprint.matcher).__name__
+                found = sum(1 for n in nodes.get(kind, ()) if m.matches(n, fingerprint.matcher))
                 if found != fingerprint.count:
                     failed.append((fingerprint, found))
             if not failed:

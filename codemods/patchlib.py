@@ -310,6 +310,7 @@ _STATEMENT_HOLDERS = (
     cst.MatchCase,
 )
 _STATEMENT_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+_STATEMENT_NODES = (*_STATEMENT_HOLDERS, cst.SimpleStatementLine)
 
 
 def _statement_children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -317,9 +318,11 @@ def _statement_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(node, _STATEMENT_HOLDERS):
         for name in _STATEMENT_FIELDS:
             value = getattr(node, name, None)
-            for child in value if isinstance(value, Sequence) else (value,):
-                if isinstance(child, (*_STATEMENT_HOLDERS, cst.SimpleStatementLine)):
-                    children.append(child)
+            if isinstance(value, cst.CSTNode):
+                if isinstance(value, _STATEMENT_NODES):
+                    children.append(value)
+            elif value is not None:
+                children.extend(child for child in value if isinstance(child, _STATEMENT_NODES))
     return children
 
 
@@ -342,14 +345,21 @@ def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> se
     only `targets` can visit just these nodes (`on_visit`) and keep every other subtree as it is.
     """
     wanted = {id(t) for t in targets}
+    parents: dict[int, int] = {}
     found: set[int] = set()
-    stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
+    stack: list[cst.CSTNode] = [root]
     while stack and wanted:
-        node, path = stack.pop()
+        node = stack.pop()
         if id(node) in wanted:
             wanted.discard(id(node))
-            found.update(path)
-        stack.extend((child, (*path, id(child))) for child in _statement_children(node))
+            # Up from the target to the root, through the parents recorded on the way down.
+            at: int | None = id(node)
+            while at is not None and at not in found:
+                found.add(at)
+                at = parents.get(at)
+        for child in _statement_children(node):
+            parents[id(child)] = id(node)
+            stack.append(child)
     return found
 
 

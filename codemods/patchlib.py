@@ -298,7 +298,8 @@ def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTN
     return [n for n in walk(function) if m.matches(n, matcher)]
 
 
-#: The nodes that hold statements, and their fields that do, in source order.
+#: The nodes that hold statements (`statements`, `statement_ancestors`), and their fields
+#: that do, in source order.
 _STATEMENT_HOLDERS = (
     cst.Module,
     cst.BaseCompoundStatement,
@@ -364,7 +365,8 @@ def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> se
 
 
 def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node of `root`'s subtree, parents before children.
+    """Every node of `root`'s subtree, parents before children (children in the order of
+    their dataclass fields, which is not always the source's).
 
     A read-only walk over the nodes' dataclass fields: libcst's `visit` would
     rebuild every node on the way back up, which costs several times more.

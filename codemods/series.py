@@ -162,9 +162,9 @@ def run(
 
 @contextlib.contextmanager
 def _without_cyclic_gc() -> Iterator[None]:
-    """Pause Python's cycle collector (refcounting still frees everything): a run keeps
-    hundreds of thousands of libcst nodes alive, which hold no reference cycles, and the
-    collector's full passes over them cost a tenth of the run."""
+    """Pause Python's cycle collector (reference counting still frees what a run drops): a run
+    keeps hundreds of thousands of libcst nodes alive, which hold no reference cycles, and the
+    collector's full passes over them cost up to a tenth of the run."""
     enabled = gc.isenabled()
     gc.disable()
     try:

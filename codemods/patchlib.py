@@ -16,13 +16,16 @@ from __future__ import annotations
 import abc
 import ast
 import enum
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import VisitorBasedCodemodCommand
+from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
+from libcst.matchers import _decorators as matcher_decorators
+
+T = TypeVar("T")
 
 
 class AnchorDrift(Exception):
@@ -101,6 +104,13 @@ class Sources:
         #: Per-run memo for analyses that several patches share (keyed by the patch package).
         self.memo: dict[str, object] = {}
 
+    def memoised(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()`, kept in `memo` under `key` until a patch changes a file: what a patch's
+        `check` found, handed to its `apply` (on the same modules) instead of being redone."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return cast(T, self.memo[key])
+
     def exists(self, path: str) -> bool:
         return self.text(path) is not None
 
@@ -146,8 +156,8 @@ class Sources:
         self.memo.clear()
 
     def rendered(self) -> dict[str, str]:
-        """The new text of every changed file."""
-        return {path: self._modules[path].code for path in self.changed}
+        """The new text of every changed file (rendered once: `text` keeps it)."""
+        return {path: self.require(path, "module") for path in self.changed}
 
 
 class Patch(abc.ABC):
@@ -185,12 +195,49 @@ class Patch(abc.ABC):
 # -- helpers for the patches' analyses ----------------------------------------------------------
 
 
-class BackportCommand(VisitorBasedCodemodCommand):
-    """Base of the backports' codemods: they use no libcst metadata, so the deep copy that
-    `Codemod.transform_module` makes for a MetadataWrapper (of a 2,000-line layer.py) is skipped."""
+#: What libcst's matcher decorators (`@m.visit`, `@m.leave`, `@m.call_if_inside`,
+#: `@m.call_if_not_inside`) set on the methods they decorate.
+_MATCHER_DECORATIONS = (
+    matcher_decorators.CONSTRUCTED_VISIT_MATCHER_ATTR,
+    matcher_decorators.CONSTRUCTED_LEAVE_MATCHER_ATTR,
+    matcher_decorators.VISIT_POSITIVE_MATCHER_ATTR,
+    matcher_decorators.VISIT_NEGATIVE_MATCHER_ATTR,
+)
+
+
+class PlainCommand(VisitorBasedCodemodCommand):
+    """A visitor-based codemod with plain `visit_<Node>`/`leave_<Node>` methods: it uses no
+    libcst metadata and no matcher decorators (a subclass with a decorated method is refused).
+
+    So it skips what those cost: the deep copy that `Codemod.transform_module` makes for a
+    MetadataWrapper (of a 2,000-line layer.py), and `MatcherDecoratableTransformer`'s search for
+    decorated methods on every instance (three scans of a transformer's ~900 attributes, some
+    5 ms per codemod) and its bookkeeping on every node visited.
+    """
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        decorated = [name for name, value in vars(cls).items() if any(hasattr(value, a) for a in _MATCHER_DECORATIONS)]
+        if decorated:
+            raise TypeError(f"{cls.__name__}: matcher decorators have no effect here ({', '.join(decorated)})")
+
+    def __init__(self, context: CodemodContext) -> None:
+        # Codemod's initialisation, without MatcherDecoratableTransformer's.
+        Codemod.__init__(self, context)
+
+    # CSTTransformer's dispatch to visit_<Node>/leave_<Node>, without the matchers' bookkeeping
+    # (what MatcherDecoratableTransformer's methods do when nothing is decorated).
+    on_visit = cst.CSTTransformer.on_visit
+    on_leave = cst.CSTTransformer.on_leave  # type: ignore[assignment]
+    on_visit_attribute = cst.CSTTransformer.on_visit_attribute
+    on_leave_attribute = cst.CSTTransformer.on_leave_attribute
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         return self.transform_module_impl(tree)
+
+
+class BackportCommand(PlainCommand):
+    """Base of the backports' codemods (see `PlainCommand`)."""
 
 
 #: The comment every piece a backport inserts carries, so that its presence is recognised
@@ -249,6 +296,101 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
     """Every node of `function` matching `matcher`, in source order."""
     return [n for n in walk(function) if m.matches(n, matcher)]
+
+
+#: The nodes that hold statements (`statements`, `statement_ancestors`), and their fields
+#: that do, in source order.
+_STATEMENT_HOLDERS = (
+    cst.Module,
+    cst.BaseCompoundStatement,
+    cst.IndentedBlock,
+    cst.Else,
+    cst.Finally,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.MatchCase,
+)
+_STATEMENT_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+_STATEMENT_NODES = (*_STATEMENT_HOLDERS, cst.SimpleStatementLine)
+
+
+def _statement_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    children: list[cst.CSTNode] = []
+    if isinstance(node, _STATEMENT_HOLDERS):
+        for name in _STATEMENT_FIELDS:
+            value = getattr(node, name, None)
+            if isinstance(value, cst.CSTNode):
+                if isinstance(value, _STATEMENT_NODES):
+                    children.append(value)
+            elif value is not None:
+                children.extend(child for child in value if isinstance(child, _STATEMENT_NODES))
+    return children
+
+
+def statements(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The statements of `root`'s subtree and the nodes holding them (blocks, `else`s,
+    handlers), parents first, in source order: the nodes of `walk(root)` of those kinds, in
+    the same order, without walking (and so rebuilding) any expression."""
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(_statement_children(node)))
+
+
+def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> set[int]:
+    """The ids of each statement of `targets` and of every node from `root` down to it.
+
+    Only statements and the nodes holding them are walked (no expression), so it is cheap
+    even on a whole module; a target not found that way adds nothing. A codemod that rewrites
+    only `targets` can visit just these nodes (`on_visit`) and keep every other subtree as it is.
+    """
+    wanted = {id(t) for t in targets}
+    parents: dict[int, int] = {}
+    found: set[int] = set()
+    stack: list[cst.CSTNode] = [root]
+    while stack and wanted:
+        node = stack.pop()
+        if id(node) in wanted:
+            wanted.discard(id(node))
+            # Up from the target to the root, through the parents recorded on the way down.
+            at: int | None = id(node)
+            while at is not None and at not in found:
+                found.add(at)
+                at = parents.get(at)
+        for child in _statement_children(node):
+            parents[id(child)] = id(node)
+            stack.append(child)
+    return found
+
+
+def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node of `root`'s subtree, parents before children (children in the order of
+    their dataclass fields, which is not always the source's).
+
+    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
+    rebuild every node on the way back up, which costs several times more.
+    """
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        children: list[cst.CSTNode] = []
+        for attribute in fields(node):
+            value = getattr(node, attribute.name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+    return found
+
+
+def find_statements(root: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
+    """`find` for a matcher of a statement (or of a block holding statements): the same nodes,
+    in the same order, found without walking any expression."""
+    return [n for n in statements(root) if m.matches(n, matcher)]
 
 
 def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.callspec_fast_path import templates
 from codemods.callspec_fast_path.anchors import LAYER_PY, Analysis, analyze_module
 from codemods.callspec_fast_path.templates import Template
+from codemods.patchlib import PlainCommand, statement_ancestors
 
 
-class PatchCommand(VisitorBasedCodemodCommand):
+class PatchCommand(PlainCommand):
     """Base of the codemods that insert one piece of the CallSpec fast path.
 
     `transform_module_impl` runs the anchor analysis on the module (raising
@@ -28,6 +29,9 @@ class PatchCommand(VisitorBasedCodemodCommand):
     VERSION: ClassVar[str]
     #: Pieces that must be present before this codemod runs.
     REQUIRES: ClassVar[tuple[str, ...]] = ()
+    #: The fields of `Analysis` naming the statements the codemod rewrites (the visit only
+    #: goes down to them).
+    TARGETS: ClassVar[tuple[str, ...]]
 
     def __init__(self, context: CodemodContext, analysis: Analysis | None = None) -> None:
         """`analysis`, when given, must be that of the module to transform
@@ -36,6 +40,7 @@ class PatchCommand(VisitorBasedCodemodCommand):
         self._given_analysis = analysis
         self._analysis: Analysis | None = None
         self._template: Template | None = None
+        self._paths: set[int] = set()
 
     @property
     def analysis(self) -> Analysis:
@@ -47,10 +52,10 @@ class PatchCommand(VisitorBasedCodemodCommand):
         assert self._template is not None, "transform_module_impl sets it"
         return self._template
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        # No metadata is needed (the analysis has its own), so skip the deep
-        # copy that `Codemod.transform_module` makes for a MetadataWrapper.
-        return self.transform_module_impl(tree)
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Only the nodes leading to the statements the codemod rewrites are visited: the rest
+        # of the module is kept as it is, without being rebuilt.
+        return id(node) in self._paths and super().on_visit(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         # Only Layer's body holds statements to rewrite; CallSpec is rewritten
@@ -72,4 +77,6 @@ class PatchCommand(VisitorBasedCodemodCommand):
         if missing:
             raise ValueError(f"{type(self).__name__} needs the pieces {', '.join(missing)} applied first")
         self._template = templates.load(self._analysis.variant)
+        targets = [getattr(self._analysis, name) for name in self.TARGETS]
+        self._paths = statement_ancestors(tree, [t for t in targets if t is not None])
         return super().transform_module_impl(tree)

@@ -14,6 +14,7 @@ class AddCallSpecFastCommand(PatchCommand):
     )
     PIECE = "fast_constructor"
     VERSION = "1"
+    TARGETS = ("callspec_class",)
 
     def leave_ClassDef(
         self, original_node: cst.ClassDef, updated_node: cst.ClassDef

@@ -17,7 +17,6 @@ a fraction of a second.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +30,7 @@ from codemods.callspec_fast_path.templates import (
     ExtensionTemplate,
     Template,
 )
-from codemods.patchlib import AnchorDrift, AnchorReport
+from codemods.patchlib import AnchorDrift, AnchorReport, statements, subtree_nodes
 
 #: Where the anchors live, relative to the root of an unpacked Keras sdist.
 LAYER_PY = "keras/src/layers/layer.py"
@@ -97,6 +96,7 @@ class _Fingerprint:
     """One statement shape a CallSpec variant's `__init__` contains exactly once."""
 
     description: str
+    #: A node matcher (`m.If(...)`, `m.Call(...)`: not `m.OneOf`).
     matcher: m.BaseMatcherNode
     #: How many times the statement appears in `__init__`.
     count: int = 1
@@ -331,35 +331,15 @@ def _scan(root: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[_Found]:
     return sorted(found, key=lambda f: (getattr(f.node, "lineno", 0), getattr(f.node, "col_offset", 0)))
 
 
-def _subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node of `root`'s subtree, parents before children.
-
-    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
-    rebuild every node on the way back up, which costs several times more.
-    """
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        children: list[cst.CSTNode] = []
-        for attribute in dataclasses.fields(node):
-            value = getattr(node, attribute.name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        stack.extend(reversed(children))
-    return found
-
-
 class _Analyzer:
-    def __init__(self, module: cst.Module, path: str, source: str | None = None) -> None:
+    def __init__(
+        self, module: cst.Module, path: str, source: str | None = None, tree: ast.Module | None = None
+    ) -> None:
         self.path = path
         self.module = module
         self.source = source if source is not None else module.code
         try:
-            self.tree = ast.parse(self.source)
+            self.tree = tree if tree is not None else ast.parse(self.source)
         except SyntaxError as error:
             raise AnchorDrift(path, error.lineno or 1, "module", "valid Python", f"a syntax error: {error.msg}") from None
         # One pass over the whole module for the attribute writes that matter
@@ -479,12 +459,17 @@ class _Analyzer:
             known = "; ".join(f"{v.name} ({v.releases}): ({', '.join(v.parameters)})" for v in _VARIANTS)
             raise self.drift(init_ast, "CallSpec.__init__", f"the parameters of a known variant: {known}", f"({', '.join(names)})")
         self.check_attributes(init_ast)
-        nodes = _subtree_nodes(init)
+        # A node matcher (`m.If(...)`) only matches nodes of the class it is named after:
+        # each fingerprint is tried on those alone.
+        nodes: dict[str, list[cst.CSTNode]] = {}
+        for node in subtree_nodes(init):
+            nodes.setdefault(type(node).__name__, []).append(node)
         mismatches: list[tuple[int, _Variant, _Fingerprint, int]] = []
         for candidate in candidates:
             failed = []
             for fingerprint in candidate.fingerprint:
-                found = sum(1 for n in nodes if m.matches(n, fingerprint.matcher))
+                kind = type(fingerprint.matcher).__name__
+                found = sum(1 for n in nodes.get(kind, ()) if m.matches(n, fingerprint.matcher))
                 if found != fingerprint.count:
                     failed.append((fingerprint, found))
             if not failed:
@@ -562,7 +547,7 @@ class _Analyzer:
                 )
             ]
         )
-        shaped = [n for n in _subtree_nodes(call_cst) if m.matches(n, shape)]
+        shaped = [n for n in statements(call_cst) if m.matches(n, shape)]
         if len(shaped) != 1:
             raise self.drift(statement, anchor, expected, f"`{self.code(statement)}`")
         self.report(statement, anchor, "call_spec = CallSpec(...) in Layer.__call__")
@@ -698,7 +683,7 @@ class _Analyzer:
     ) -> tuple[cst.If | None, bool]:
         """The base's guard around the construction, if any, and whether the
         extension's `elif` sits between it and upstream's `else`."""
-        ifs = [cst.ensure_type(n, cst.If) for n in _subtree_nodes(call) if isinstance(n, cst.If)]
+        ifs = [cst.ensure_type(n, cst.If) for n in statements(call) if isinstance(n, cst.If)]
         for if_node in ifs:
             if not isinstance(if_node.orelse, cst.Else):
                 continue
@@ -718,12 +703,15 @@ class _Analyzer:
         return None, False
 
 
-def analyze_module(module: cst.Module, path: str = LAYER_PY, source: str | None = None) -> Analysis:
+def analyze_module(
+    module: cst.Module, path: str = LAYER_PY, source: str | None = None, tree: ast.Module | None = None
+) -> Analysis:
     """Locate every anchor in `module` (the parsed `layer.py`) or raise AnchorDrift.
 
-    `source`, when given, must be `module.code` (saves rendering it again).
+    `source`, when given, must be `module.code` (saves rendering it again), and `tree`, when
+    given, `ast.parse(source)` (saves parsing it again).
     """
-    analyzer = _Analyzer(module, path, source)
+    analyzer = _Analyzer(module, path, source, tree)
     layer = analyzer.top_class("Layer")
     callspec = analyzer.top_class("CallSpec")
     analyzer.report(layer[0], "layer_class", "class Layer")
@@ -783,7 +771,7 @@ def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None =
     construction: list[cst.CSTNode] = [analysis.construction_statement]
     if call is not analysis.layer_call:  # else the codemod left `__call__` alone: same node, same statement
         shape = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name("CallSpec")))])
-        construction = [n for n in _subtree_nodes(call) if m.matches(n, shape)]
+        construction = [n for n in statements(call) if m.matches(n, shape)]
     applied = dict(analysis.applied)
     if applied_piece is not None:
         applied[applied_piece] = True
@@ -794,7 +782,7 @@ def relocate(analysis: Analysis, module: cst.Module, applied_piece: str | None =
     if applied["guard"] and call is not analysis.layer_call:
         test = templates.load(analysis.variant).guard_piece.test
         guard = next(
-            cst.ensure_type(n, cst.If) for n in _subtree_nodes(call) if isinstance(n, cst.If) and n.test.deep_equals(test)
+            cst.ensure_type(n, cst.If) for n in statements(call) if isinstance(n, cst.If) and n.test.deep_equals(test)
         )
     return replace(
         analysis,

@@ -14,6 +14,7 @@ class GuardCallSpecConstructionCommand(PatchCommand):
     )
     PIECE = "guard"
     VERSION = "2"
+    TARGETS = ("construction_statement",)
     DESCEND_INTO = ("__call__",)
 
     def leave_SimpleStatementLine(

@@ -14,6 +14,7 @@ class PrecomputeFastPathEligibilityCommand(PatchCommand):
     )
     PIECE = "eligibility"
     VERSION = "2"
+    TARGETS = ("call_signature_statement", "callspec_class")
     DESCEND_INTO = ("__init__",)
 
     def leave_SimpleStatementLine(

@@ -17,6 +17,7 @@ class ExtendCallSpecFastPathCommand(PatchCommand):
     )
     PIECE = "extension"
     VERSION = "1"
+    TARGETS: ClassVar[tuple[str, ...]] = ("base_flag_statement", "guard_statement", "callspec_class")
     DESCEND_INTO: ClassVar[tuple[str, ...]] = ("__init__", "__call__")
     REQUIRES: ClassVar[tuple[str, ...]] = ("eligibility", "fast_constructor", "guard")
 

@@ -45,8 +45,8 @@ from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Patch, Sourc
 
 
 def sources_analysis(sources: Sources) -> Analysis:
-    return analyze(sources.module(DTYPES_PY), sources.ast(DTYPES_PY), sources.module(VARIABLES_PY),
-                   sources.ast(VARIABLES_PY))
+    return sources.memoised(NAME, lambda: analyze(sources.module(DTYPES_PY), sources.ast(DTYPES_PY),
+                                                  sources.module(VARIABLES_PY), sources.ast(VARIABLES_PY)))
 
 
 class DtypeFastPaths(Patch):
@@ -82,10 +82,13 @@ class DtypeFastPaths(Patch):
                           "set {}, fast path {}, final test {}".format(*states))
 
     def apply(self, sources: Sources) -> None:
-        allowed = sources_analysis(sources).dtypes.allowed
-        for path, command in ((DTYPES_PY, AllowedDtypesSetCommand(CodemodContext(filename=DTYPES_PY))),
+        # The check's analysis of both files: each command gets its side (variables.py is not
+        # changed by the first, so its side still holds after dtypes.py is replaced).
+        analysis = sources_analysis(sources)
+        allowed = analysis.dtypes.allowed
+        for path, command in ((DTYPES_PY, AllowedDtypesSetCommand(CodemodContext(filename=DTYPES_PY), analysis.dtypes)),
                               (VARIABLES_PY, StandardizeDtypeFastPathCommand(CodemodContext(filename=VARIABLES_PY),
-                                                                             allowed))):
+                                                                             allowed, analysis.variables))):
             try:
                 sources.replace(path, command.transform_module(sources.module(path)))
             except SkipFile:

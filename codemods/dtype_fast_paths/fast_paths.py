@@ -293,8 +293,14 @@ class AllowedDtypesSetCommand(_Command):
     DESCRIPTION: str = "dtypes.py: ALLOWED_DTYPES_SET = frozenset(ALLOWED_DTYPES), right after the tuple."
     VERSION = "1"
 
+    def __init__(self, context: CodemodContext, side: DtypesSide | None = None) -> None:
+        """`side`: `analyze_dtypes` of the module to transform, when the caller made it (the
+        series hands over its check's: the module is neither rendered nor parsed again)."""
+        super().__init__(context)
+        self._given = side
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        side = analyze_dtypes(tree, ast.parse(tree.code), self.context.filename or DTYPES_PY)
+        side = self._given or analyze_dtypes(tree, ast.parse(tree.code), self.context.filename or DTYPES_PY)
         if side.set_state != ABSENT:
             raise SkipFile(f"{SET} is there already ({side.set_state})")
         body: list[cst.BaseStatement] = []
@@ -309,13 +315,20 @@ class StandardizeDtypeFastPathCommand(_Command):
     DESCRIPTION: str = "standardize_dtype: return a canonical dtype str at once; set membership at the end."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, allowed: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, context: CodemodContext, allowed: Sequence[str] | None = None, side: VariablesSide | None = None
+    ) -> None:
+        """`side`: `analyze_variables` of the module to transform with `allowed`, when the caller
+        made it (the series hands over its check's: the module is neither rendered nor parsed again)."""
         super().__init__(context)
         self._allowed = allowed
+        self._given = side
         self._final: cst.If | None = None
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        side = analyze_variables(tree, ast.parse(tree.code), self._allowed, self.context.filename or VARIABLES_PY)
+        side = self._given or analyze_variables(
+            tree, ast.parse(tree.code), self._allowed, self.context.filename or VARIABLES_PY
+        )
         if (side.fast_state, side.final_state) == (OURS, OURS):
             raise SkipFile("the fast path is there already")
         if side.fast_state == THEIRS:

@@ -24,10 +24,15 @@ from libcst.codemod import CodemodContext
 from codemods.input_spec_single_fast_path.single_fast_path import (
     INPUT_SPEC_PY,
     NAME,
+    Analysis,
     InputSpecSingleFastPathCommand,
     analyze,
 )
 from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _analysis(sources: Sources) -> Analysis:
+    return sources.memoised(NAME, lambda: analyze(sources.module(INPUT_SPEC_PY), sources.ast(INPUT_SPEC_PY)))
 
 
 class InputSpecSingleFastPath(Patch):
@@ -51,13 +56,15 @@ class InputSpecSingleFastPath(Patch):
     codemods = (InputSpecSingleFastPathCommand,)
 
     def check(self, sources: Sources) -> Check:
-        analysis = analyze(sources.module(INPUT_SPEC_PY), sources.ast(INPUT_SPEC_PY))
+        analysis = _analysis(sources)
         if analysis.state == "upstream":
             return Check(Outcome.UPSTREAM, analysis.detail, analysis.anchors)
         return Check(Outcome.APPLIED, analysis.detail, analysis.anchors, analysis.state == "present")
 
     def apply(self, sources: Sources) -> None:
-        command = InputSpecSingleFastPathCommand(CodemodContext(filename=INPUT_SPEC_PY), sources.ast(INPUT_SPEC_PY))
+        command = InputSpecSingleFastPathCommand(
+            CodemodContext(filename=INPUT_SPEC_PY), sources.ast(INPUT_SPEC_PY), _analysis(sources)
+        )
         sources.replace(INPUT_SPEC_PY, command.transform_module(sources.module(INPUT_SPEC_PY)))
 
 

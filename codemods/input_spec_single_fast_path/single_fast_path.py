@@ -234,13 +234,19 @@ class InputSpecSingleFastPathCommand(BackportCommand):
     )
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._empty: int | None = None
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or INPUT_SPEC_PY)
+        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or INPUT_SPEC_PY)
         if analysis.state != "fresh":
             raise SkipFile(f"{NAME}: {analysis.detail}")
         self._empty = id(analysis.empty_return)

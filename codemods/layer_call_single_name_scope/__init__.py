@@ -44,10 +44,15 @@ from codemods.layer_call_single_name_scope.single_scope import (
     LAYER_PY,
     NAME,
     SingleNameScopeCommand,
+    Site,
     analyze,
     anchors,
 )
 from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _site(sources: Sources) -> Site:
+    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
 
 
 class LayerCallSingleNameScope(Patch):
@@ -66,7 +71,7 @@ class LayerCallSingleNameScope(Patch):
     codemods = (SingleNameScopeCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
+        site = _site(sources)
         if site.scope is None:
             return Check(Outcome.UPSTREAM, "Layer._maybe_build opens the name scope itself", anchors(site))
         if site.guard is not None:
@@ -75,7 +80,7 @@ class LayerCallSingleNameScope(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(LAYER_PY)
-        command = SingleNameScopeCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY))
+        command = SingleNameScopeCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _site(sources))
         sources.replace(LAYER_PY, command.transform_module(module))
 
 

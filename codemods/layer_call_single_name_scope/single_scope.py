@@ -23,14 +23,15 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     ast_lines,
     cst_function,
     fill,
+    find_statements,
     has_marker,
+    statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "layer-call-single-name-scope"
@@ -123,7 +124,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
     call = cst_function(module, "Layer.__call__", path, tree)
     maybe_build = cst_function(module, "Layer._maybe_build", path, tree)
     line = _lines(tree)
-    nodes = list(walk(call))
+    nodes = list(statements(call))
     scopes = [cst.ensure_type(n, cst.With) for n in nodes if m.matches(n, BUILD_SCOPE)]
     calls = [n for n in nodes if m.matches(n, MAYBE_BUILD)]
     guards = [cst.ensure_type(n, cst.If) for n in nodes if m.matches(n, GUARD)]
@@ -131,7 +132,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Site:
         raise AnchorDrift(path, line, ANCHOR, "exactly one in Layer.__call__", f"{len(scopes)}")
     if not scopes:
         # keras-nightly: `__call__` calls `_maybe_build` bare, which opens the scope itself.
-        nested = [n for n in walk(maybe_build) if m.matches(n, INNER_SCOPE)]
+        nested = find_statements(maybe_build, INNER_SCOPE)
         if len(calls) == 1 and len(nested) == 1:
             return Site(line, None, None, call)
         raise AnchorDrift(
@@ -164,16 +165,21 @@ class SingleNameScopeCommand(BackportCommand):
     DESCRIPTION: str = "Skip the name scope around Layer._maybe_build once the layer is built (not on TF)."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._scope: int | None = None
         self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
         if site.scope is None or site.guard is not None:
             raise SkipFile("step 4 opens the scope only when needed already")
         self._scope = id(site.scope)
@@ -181,7 +187,7 @@ class SingleNameScopeCommand(BackportCommand):
         # without being rebuilt (the transform stays cheap on the 2,000-line layer.py).
         layer = next(s for s in tree.body if m.matches(s, m.ClassDef(name=m.Name("Layer"))))
         self._path = {id(tree), id(layer), id(cst.ensure_type(layer, cst.ClassDef).body)}
-        self._path |= ancestors(site.call, site.scope)
+        self._path |= statement_ancestors(site.call, [site.scope])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

@@ -51,10 +51,15 @@ from codemods.layer_call_single_tensor_bookkeeping.mask_fast_path import (
     LAYER_PY,
     NAME,
     MaskFastPathCommand,
+    Site,
     analyze,
     anchors,
 )
 from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _site(sources: Sources) -> Site:
+    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
 
 
 class LayerCallSingleTensorBookkeeping(Patch):
@@ -74,13 +79,13 @@ class LayerCallSingleTensorBookkeeping(Patch):
     codemods = (MaskFastPathCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
+        site = _site(sources)
         if site.ours:
             return Check(Outcome.APPLIED, "the leaf fast path is in (forkgen)", anchors(site), present=True)
         return Check(Outcome.APPLIED, "test a non-nested output's mask before flattening", anchors(site))
 
     def apply(self, sources: Sources) -> None:
-        command = MaskFastPathCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY))
+        command = MaskFastPathCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _site(sources))
         sources.replace(LAYER_PY, command.transform_module(sources.module(LAYER_PY)))
 
 

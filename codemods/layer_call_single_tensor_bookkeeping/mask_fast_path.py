@@ -215,15 +215,20 @@ class MaskFastPathCommand(BackportCommand):
     DESCRIPTION: str = "Layer._set_mask_metadata: a non-nested output skips the flatten and all(...) generator."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._site: Site | None = None
         self._path: set[int] = set()
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
         if site.ours:
             raise SkipFile("the leaf fast path is in already")
         self._site = site

@@ -24,8 +24,9 @@ from codemods.patchlib import (
     cst_function,
     fill,
     has_marker,
+    statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "layer-call-state-writes"
@@ -75,8 +76,9 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> list[
     call_ast = ast_function(tree, "Layer.__call__")
     writes = []
     # One read-only pass; matchers only on the two statement kinds that can be anchors.
-    ifs = [n for n in walk(call) if isinstance(n, cst.If)]
-    lines_ = [n for n in walk(call) if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1]
+    nodes = list(statements(call))
+    ifs = [n for n in nodes if isinstance(n, cst.If)]
+    lines_ = [n for n in nodes if isinstance(n, cst.SimpleStatementLine) and len(n.body) == 1]
     for attr in FLAGS:
         guards = [n for n in ifs if m.matches(n, _guard(attr))]
         guarded = {id(cst.ensure_type(g.body, cst.IndentedBlock).body[0]) for g in guards}
@@ -118,6 +120,7 @@ class GuardStateWritesCommand(BackportCommand):
         super().__init__(context)
         self._writes = writes
         self._bare: dict[int, str] = {}
+        self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -127,7 +130,13 @@ class GuardStateWritesCommand(BackportCommand):
         if not bare:
             raise SkipFile("both writes are guarded already")
         self._bare = bare
+        # Visit only the nodes leading to the writes: the rest of layer.py is kept as it is,
+        # without being rebuilt.
+        self._path = statement_ancestors(tree, [w.bare for w in writes if w.bare is not None])
         return super().transform_module_impl(tree)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._path and super().on_visit(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return node.name.value == "Layer"

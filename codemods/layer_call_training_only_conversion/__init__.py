@@ -42,10 +42,15 @@ from libcst.codemod import CodemodContext
 from codemods.layer_call_training_only_conversion.skip_training_only_conversion import (
     LAYER_PY,
     NAME,
+    Analysis,
     SkipTrainingOnlyConversionCommand,
     analyze,
 )
 from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _analysis(sources: Sources) -> Analysis:
+    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
 
 
 class LayerCallTrainingOnlyConversion(Patch):
@@ -75,13 +80,15 @@ class LayerCallTrainingOnlyConversion(Patch):
     codemods = (SkipTrainingOnlyConversionCommand,)
 
     def check(self, sources: Sources) -> Check:
-        analysis = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
+        analysis = _analysis(sources)
         if analysis.state == "upstream":
             return Check(Outcome.UPSTREAM, analysis.detail, analysis.anchors)
         return Check(Outcome.APPLIED, analysis.detail, analysis.anchors, analysis.state == "present")
 
     def apply(self, sources: Sources) -> None:
-        command = SkipTrainingOnlyConversionCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY))
+        command = SkipTrainingOnlyConversionCommand(
+            CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _analysis(sources)
+        )
         sources.replace(LAYER_PY, command.transform_module(sources.module(LAYER_PY)))
 
 

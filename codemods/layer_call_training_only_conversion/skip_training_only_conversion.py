@@ -45,6 +45,7 @@ from codemods.patchlib import (
     cst_function,
     find,
     has_marker,
+    statement_ancestors,
     template_pieces,
 )
 
@@ -302,19 +303,30 @@ class SkipTrainingOnlyConversionCommand(BackportCommand):
     )
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+    ) -> None:
         super().__init__(context)
         self._gate: int | None = None
+        self._path: set[int] = set()
         #: The `ast` of the module to transform, when the caller has it (saves a parse).
         self._tree = tree
+        #: `analyze` of that module, when the caller made it (the series hands over its check's).
+        self._given = analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY
-        analysis = analyze(tree, self._tree or ast.parse(tree.code), path)
+        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), path)
         if analysis.state != "fresh":
             raise SkipFile(f"{NAME}: {analysis.detail}")
         self._gate = id(analysis.gate)
+        # Visit only the nodes leading to the gate: the rest of layer.py is kept as it is,
+        # without being rebuilt (`leave_Module` runs all the same).
+        self._path = statement_ancestors(tree, [analysis.gate])
         return super().transform_module_impl(tree)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._path and super().on_visit(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return node.name.value == "Layer"

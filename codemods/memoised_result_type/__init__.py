@@ -30,12 +30,17 @@ from libcst.codemod import CodemodContext
 from codemods.memoised_result_type.memoise import (
     DTYPES_PY,
     NAME,
+    Analysis,
     MemoiseResultTypeCommand,
     analyze,
     anchors,
     present,
 )
 from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _analysis(sources: Sources) -> Analysis:
+    return sources.memoised(NAME, lambda: analyze(sources.module(DTYPES_PY), sources.ast(DTYPES_PY)))
 
 
 class MemoisedResultType(Patch):
@@ -56,7 +61,7 @@ class MemoisedResultType(Patch):
     codemods = (MemoiseResultTypeCommand,)
 
     def check(self, sources: Sources) -> Check:
-        analysis = analyze(sources.module(DTYPES_PY), sources.ast(DTYPES_PY))
+        analysis = _analysis(sources)
         found = anchors(analysis)
         if analysis.upstream is not None and not analysis.lookup:
             return Check(Outcome.UPSTREAM, f"result_type calls the memoised {analysis.upstream}", found)
@@ -65,7 +70,7 @@ class MemoisedResultType(Patch):
         return Check(Outcome.APPLIED, "memoise result_type", found)
 
     def apply(self, sources: Sources) -> None:
-        command = MemoiseResultTypeCommand(CodemodContext(filename=DTYPES_PY))
+        command = MemoiseResultTypeCommand(CodemodContext(filename=DTYPES_PY), _analysis(sources))
         sources.replace(DTYPES_PY, command.transform_module(sources.module(DTYPES_PY)))
 
 

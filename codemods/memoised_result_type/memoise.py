@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import SkipFile
+from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
     cst_function,
+    find_statements,
     has_marker,
     template_pieces,
     walk,
@@ -104,7 +105,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = DTYPES_PY) -> Anal
     }
     body = list(cst.ensure_type(function.body, cst.IndentedBlock).body)
     function_ast = next(s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == FUNCTION)
-    returns = [n for n in walk(function) if m.matches(n, FINAL_RETURN)]
+    returns = find_statements(function, FINAL_RETURN)
     if len(returns) != 1 or not body or returns[0] is not body[-1]:
         raise AnchorDrift(path, function_ast.body[-1].lineno, f"return {LATTICE}(...)",
                           f"exactly one, as the last statement of {FUNCTION}",
@@ -142,10 +143,15 @@ class MemoiseResultTypeCommand(BackportCommand):
     DESCRIPTION: str = "result_type answers from a memo keyed on floatx and its arguments' classes and values."
     VERSION = "1"
 
+    def __init__(self, context: CodemodContext, analysis: Analysis | None = None) -> None:
+        """`analysis`: `analyze` of the module to transform, when the caller made it (the series
+        hands over its check's: the module is neither rendered nor parsed again)."""
+        super().__init__(context)
+        self._given = analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or DTYPES_PY
-        analysis = analyze(tree, ast.parse(tree.code), path)
+        analysis = self._given or analyze(tree, ast.parse(tree.code), path)
         if analysis.upstream is not None:
             raise SkipFile(f"result_type already calls the memoised {analysis.upstream}")
         if present(analysis):

@@ -33,11 +33,24 @@ from codemods.operation_call_error_info.error_path import (
     TRACEBACK_UTILS_PY,
     AddErrorPathHelperCommand,
     CallErrorPathCommand,
+    Helper,
+    Site,
     analyze_helper,
     analyze_site,
     anchors,
 )
 from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Patch, Sources
+
+
+def _site(sources: Sources, path: str) -> Site:
+    return sources.memoised(f"{NAME}:{path}", lambda: analyze_site(sources.module(path), sources.ast(path), path))
+
+
+def _helper(sources: Sources) -> Helper:
+    return sources.memoised(
+        f"{NAME}:{TRACEBACK_UTILS_PY}",
+        lambda: analyze_helper(sources.module(TRACEBACK_UTILS_PY), sources.ast(TRACEBACK_UTILS_PY)),
+    )
 
 
 class OperationCallErrorInfo(Patch):
@@ -60,7 +73,7 @@ class OperationCallErrorInfo(Patch):
     codemods = (AddErrorPathHelperCommand, CallErrorPathCommand)
 
     def check(self, sources: Sources) -> Check:
-        sites = [analyze_site(sources.module(path), sources.ast(path), path) for path in SITES]
+        sites = [_site(sources, path) for path in SITES]
         shapes = {s.shape for s in sites}
         if shapes == {"upstream"}:
             return Check(
@@ -69,7 +82,7 @@ class OperationCallErrorInfo(Patch):
                 "inject_argument_info_in_error in except",
                 anchors(None, sites),
             )
-        helper = analyze_helper(sources.module(TRACEBACK_UTILS_PY), sources.ast(TRACEBACK_UTILS_PY))
+        helper = _helper(sources)
         found = anchors(helper, sites)
         if shapes == {"fresh"} and not helper.present:
             return Check(Outcome.APPLIED, "call in try in Operation.__call__ and Cond.__call__", found)
@@ -84,11 +97,14 @@ class OperationCallErrorInfo(Patch):
         )
 
     def apply(self, sources: Sources) -> None:
-        helper = AddErrorPathHelperCommand(CodemodContext(filename=TRACEBACK_UTILS_PY))
+        # The check's analyses, taken before any file is replaced (each is of one file, which
+        # only its own command rewrites).
+        helper = AddErrorPathHelperCommand(CodemodContext(filename=TRACEBACK_UTILS_PY), _helper(sources))
+        sites = {path: _site(sources, path) for path in SITES}
         sources.replace(TRACEBACK_UTILS_PY, helper.transform_module(sources.module(TRACEBACK_UTILS_PY)))
         for path in SITES:
             # The shared `ast` of the same text gives the line numbers: no second parse.
-            command = CallErrorPathCommand(CodemodContext(filename=path), sources.ast(path))
+            command = CallErrorPathCommand(CodemodContext(filename=path), sources.ast(path), sites[path])
             sources.replace(path, command.transform_module(sources.module(path)))
 
 

@@ -263,10 +263,15 @@ class AddErrorPathHelperCommand(BackportCommand):
     DESCRIPTION: str = f"Add traceback_utils.{HELPER}, the error path of {WRAPPER} as a function."
     VERSION = "1"
 
+    def __init__(self, context: CodemodContext, helper: Helper | None = None) -> None:
+        """`helper`: `analyze_helper` of the module to transform, when the caller made it (the
+        series hands over its check's: the module is neither rendered nor parsed again)."""
+        super().__init__(context)
+        self._given = helper
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or TRACEBACK_UTILS_PY
-        helper = analyze_helper(tree, ast.parse(tree.code), path)
+        helper = self._given or analyze_helper(tree, ast.parse(tree.code), path)
         if helper.present:
             raise SkipFile(f"{HELPER} is there already")
         assert helper.wrapper is not None
@@ -301,10 +306,13 @@ class CallErrorPathCommand(BackportCommand):
     DESCRIPTION: str = "Call call_fn in try; describe its arguments only in except."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, lines: ast.Module | None = None) -> None:
-        """`lines`: the `ast` of the same text, when the caller has it (line numbers only)."""
+    def __init__(self, context: CodemodContext, lines: ast.Module | None = None, site: Site | None = None) -> None:
+        """`lines`: the `ast` of the same text, when the caller has it (line numbers only);
+        `site`: `analyze_site` of the module to transform, when the caller made it (the series
+        hands over its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._lines = lines
+        self._given = site
         self._site: Site | None = None
         self._path: set[int] = set()
 
@@ -313,7 +321,7 @@ class CallErrorPathCommand(BackportCommand):
         path = self.context.filename or OPERATION_PY
         if path not in SITES:
             raise SkipFile(f"{path} has no call site of this patch")
-        site = analyze_site(tree, self._lines or ast.parse(tree.code), path)
+        site = self._given or analyze_site(tree, self._lines or ast.parse(tree.code), path)
         if site.shape != "fresh":
             raise SkipFile(f"{site.qualname} calls in try already ({site.shape})")
         assert site.branch is not None

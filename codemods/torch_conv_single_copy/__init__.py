@@ -50,10 +50,15 @@ from codemods.torch_conv_single_copy.single_copy import (
     NAME,
     NIGHTLY_NN_PY,
     NN_PY,
+    Analysis,
     SingleCopyCommand,
     analyze,
     anchors,
 )
+
+
+def _analysis(sources: Sources, path: str) -> Analysis:
+    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
 
 
 class TorchConvSingleCopy(Patch):
@@ -75,7 +80,7 @@ class TorchConvSingleCopy(Patch):
     def check(self, sources: Sources) -> Check:
         # keras-nightly has no torch/nn.py: its conv lives in torch/ops/nn.py.
         path = NN_PY if sources.exists(NN_PY) or not sources.exists(NIGHTLY_NN_PY) else NIGHTLY_NN_PY
-        analysis = analyze(sources.module(path), sources.ast(path), path)
+        analysis = _analysis(sources, path)
         if analysis.upstream:
             return Check(Outcome.UPSTREAM, "conv asks _transpose_spatial_inputs for channels_last memory itself",
                          anchors(analysis))
@@ -87,7 +92,7 @@ class TorchConvSingleCopy(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(NN_PY)
-        command = SingleCopyCommand(CodemodContext(filename=NN_PY), sources.ast(NN_PY))
+        command = SingleCopyCommand(CodemodContext(filename=NN_PY), sources.ast(NN_PY), _analysis(sources, NN_PY))
         sources.replace(NN_PY, command.transform_module(module))
 
 

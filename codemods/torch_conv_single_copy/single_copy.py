@@ -25,7 +25,9 @@ from codemods.patchlib import (
     ast_function,
     cst_function,
     find,
+    find_statements,
     has_marker,
+    statements,
     template_pieces,
     walk,
 )
@@ -176,7 +178,7 @@ def _rebinds_inputs(node: cst.CSTNode) -> bool:
 def _check_conversion(conv: cst.FunctionDef, statement: cst.SimpleStatementLine, path: str, line: int) -> None:
     """`inputs = _maybe_convert_to_channels_last(inputs)` must follow the statement in `conv`,
     with nothing rebinding `inputs` in between: the helper's result is only right with it."""
-    converts = find(conv, CONVERT_STATEMENT)
+    converts = find_statements(conv, CONVERT_STATEMENT)
     anchor = f"inputs = {CONVERT}(inputs)"
     if len(converts) != 1:
         raise AnchorDrift(path, line, anchor, f"exactly one in {FUNCTION}", f"{len(converts)}")
@@ -184,7 +186,7 @@ def _check_conversion(conv: cst.FunctionDef, statement: cst.SimpleStatementLine,
     # Each under its own `if data_format == "channels_last":` of conv's body (as in 3.14-3.15.1).
     outer: list[int] = []
     for inner in (statement, converts[0]):
-        holders = [i for i, s in enumerate(body) if m.matches(s, CHANNELS_LAST) and any(n is inner for n in walk(s))]
+        holders = [i for i, s in enumerate(body) if m.matches(s, CHANNELS_LAST) and any(n is inner for n in statements(s))]
         if len(holders) != 1:
             raise AnchorDrift(path, line, anchor, f'it and `{ANCHOR}` each under an `if data_format == "channels_last":`'
                               f" of {FUNCTION}", "another shape")
@@ -281,15 +283,15 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis
     if upstream:
         lines = _lines(tree, FUNCTION, TRANSPOSE)
         return Analysis(path, lines[0] if lines else conv_line, None, None, 1, 1, False, False, True)
-    statements = find(conv, TRANSPOSE_STATEMENT)
-    calls = [s for s in find(conv, HELPER_STATEMENT) if has_marker(s, module, NAME)]
+    transposes = find_statements(conv, TRANSPOSE_STATEMENT)
+    calls = [s for s in find_statements(conv, HELPER_STATEMENT) if has_marker(s, module, NAME)]
     helper = _helpers(module, path)
     lines = _lines(tree, FUNCTION, TRANSPOSE) or _lines(tree, FUNCTION, HELPER)
     line = lines[0] if lines else conv_line
-    if len(statements) + len(calls) != 1:
+    if len(transposes) + len(calls) != 1:
         raise AnchorDrift(path, line, ANCHOR, f"exactly one in {FUNCTION} (or forkgen's call in its place)",
-                          f"{len(statements)}" + (f" and {len(calls)} of forkgen's" if calls else ""))
-    statement = cst.ensure_type((statements or calls)[0], cst.SimpleStatementLine)
+                          f"{len(transposes)}" + (f" and {len(calls)} of forkgen's" if calls else ""))
+    statement = cst.ensure_type((transposes or calls)[0], cst.SimpleStatementLine)
     _check_conversion(conv, statement, path, line)
     transpose_line = _check_transpose(module, tree, path)
     convert, convert_line = _check_memory_format(module, tree, path)
@@ -321,13 +323,18 @@ class SingleCopyCommand(BackportCommand):
     DESCRIPTION: str = "torch conv makes its channels_last input with one copy or none instead of two."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
+        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
         if analysis.upstream:
             raise SkipFile(f"conv already passes {UPSTREAM_KEYWORD}=True")
         if analysis.present:

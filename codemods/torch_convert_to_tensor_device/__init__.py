@@ -28,9 +28,14 @@ from codemods.torch_convert_to_tensor_device.drop_device_check import (
     NAME,
     NIGHTLY_CORE_PY,
     DropDeviceCheckCommand,
+    Site,
     analyze,
     anchors,
 )
+
+
+def _site(sources: Sources, path: str) -> Site:
+    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
 
 
 class TorchConvertToTensorDevice(Patch):
@@ -51,7 +56,7 @@ class TorchConvertToTensorDevice(Patch):
     def check(self, sources: Sources) -> Check:
         # keras-nightly has no torch/core.py: its convert_to_tensor lives in torch/ops/core.py.
         path = CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
-        site = analyze(sources.module(path), sources.ast(path), path)
+        site = _site(sources, path)
         if site.test is not None:
             return Check(Outcome.APPLIED, "drop `if x.device != device:`, keep its body", anchors(site))
         if site.ours:
@@ -60,7 +65,7 @@ class TorchConvertToTensorDevice(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(CORE_PY)
-        command = DropDeviceCheckCommand(CodemodContext(filename=CORE_PY), sources.ast(CORE_PY))
+        command = DropDeviceCheckCommand(CodemodContext(filename=CORE_PY), sources.ast(CORE_PY), _site(sources, CORE_PY))
         sources.replace(CORE_PY, command.transform_module(module))
 
 

@@ -22,11 +22,12 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     ast_lines,
     cst_function,
+    find_statements,
     has_marker,
+    statement_ancestors,
     template_pieces,
     walk,
 )
@@ -169,7 +170,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = CORE_PY) -> Site:
             path, function_line, "if ... is_tensor(x):", f"exactly one tensor branch in {FUNCTION}", f"{len(branches)}"
         )
     branch = cst.ensure_type(branches[0].body, cst.IndentedBlock).body
-    tests = [n for n in walk(branches[0]) if m.matches(n, DEVICE_TEST)]
+    tests = find_statements(branches[0], DEVICE_TEST)
     line = test_lines[0] if test_lines else after_line
     if len(tests) > 1:
         raise AnchorDrift(path, line, ANCHOR, "at most one in the tensor branch", f"{len(tests)}")
@@ -200,21 +201,26 @@ class DropDeviceCheckCommand(BackportCommand):
     DESCRIPTION: str = "Run the body of `if x.device != device:` in torch convert_to_tensor unconditionally."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._test: int | None = None
         self._path: set[int] = set()
 
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
         if site.test is None:
             raise SkipFile("the device test is gone already")
         self._test = id(site.test)
         # Visit only the nodes leading to the test: the rest of the module is kept as it is.
-        self._path = {id(tree)} | ancestors(site.function, site.test)
+        self._path = {id(tree)} | statement_ancestors(site.function, [site.test])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

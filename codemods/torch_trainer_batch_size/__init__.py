@@ -49,11 +49,16 @@ from codemods.torch_trainer_batch_size.read_batch_size import (
     OURS,
     TRAINER_PY,
     TREE_INIT_PY,
+    Analysis,
     ReadBatchSizeCommand,
     analyze,
     anchors,
     check_is_nested_exported,
 )
+
+
+def _analysis(sources: Sources) -> Analysis:
+    return sources.memoised(NAME, lambda: analyze(sources.module(TRAINER_PY), sources.ast(TRAINER_PY)))
 
 
 class TorchTrainerBatchSize(Patch):
@@ -74,7 +79,7 @@ class TorchTrainerBatchSize(Patch):
     since = "3.12.0"
 
     def check(self, sources: Sources) -> Check:
-        analysis = analyze(sources.module(TRAINER_PY), sources.ast(TRAINER_PY))
+        analysis = _analysis(sources)
         found = anchors(analysis)
         if analysis.state == ABSENT:
             check_is_nested_exported(sources.ast(TREE_INIT_PY))
@@ -86,7 +91,7 @@ class TorchTrainerBatchSize(Patch):
 
     def apply(self, sources: Sources) -> None:
         module = sources.module(TRAINER_PY)
-        command = ReadBatchSizeCommand(CodemodContext(filename=TRAINER_PY), sources.ast(TRAINER_PY))
+        command = ReadBatchSizeCommand(CodemodContext(filename=TRAINER_PY), sources.ast(TRAINER_PY), _analysis(sources))
         sources.replace(TRAINER_PY, command.transform_module(module))
 
 

@@ -335,15 +335,20 @@ class ReadBatchSizeCommand(BackportCommand):
     DESCRIPTION: str = "Hand the torch trainer's loss tracker x.shape[0] for a plain tensor x, without tree.flatten."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._targets: set[int] = set()
         self._path: frozenset[int] = frozenset()
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TRAINER_PY)
+        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TRAINER_PY)
         if analysis.state != ABSENT:
             raise SkipFile(f"the batch size is read as {analysis.state} already")
         self._targets = {id(s.arg) for s in analysis.sites}

@@ -44,9 +44,14 @@ from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import (
     NAME,
     TORCHTREE_PY,
     AddLeafShortcutCommand,
+    Site,
     analyze,
     anchors,
 )
+
+
+def _site(sources: Sources) -> Site:
+    return sources.memoised(NAME, lambda: analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY)))
 
 
 class TorchTreeLeafShortcut(Patch):
@@ -68,7 +73,7 @@ class TorchTreeLeafShortcut(Patch):
     codemods = (AddLeafShortcutCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY))
+        site = _site(sources)
         if site.inner is None:
             return Check(Outcome.UPSTREAM, site.upstream, anchors(site))
         if site.ours:
@@ -76,7 +81,7 @@ class TorchTreeLeafShortcut(Patch):
         return Check(Outcome.APPLIED, "return a leaf before traverse_children's tree_flatten", anchors(site))
 
     def apply(self, sources: Sources) -> None:
-        command = AddLeafShortcutCommand(CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY))
+        command = AddLeafShortcutCommand(CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY), _site(sources))
         sources.replace(TORCHTREE_PY, command.transform_module(sources.module(TORCHTREE_PY)))
 
 

@@ -28,12 +28,12 @@ from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
     BackportCommand,
-    ancestors,
     ast_function,
     cst_function,
     has_marker,
+    statement_ancestors,
+    statements,
     template_pieces,
-    walk,
 )
 
 NAME = "torch-tree-leaf-shortcut"
@@ -197,7 +197,7 @@ def _nightly_form(module: cst.Module) -> str:
     `_dict_to_ordered_dict_with_changed`), or ""."""
     family = m.FunctionDef(name=m.Name(value=m.MatchIfTrue(lambda n: n.startswith(FUNCTION))))
     for statement in module.body:
-        if m.matches(statement, family) and any(m.matches(n, UPSTREAM_LEAF_RETURN) for n in walk(statement)):
+        if m.matches(statement, family) and any(m.matches(n, UPSTREAM_LEAF_RETURN) for n in statements(statement)):
             return cst.ensure_type(statement, cst.FunctionDef).name.value
     return ""
 
@@ -281,22 +281,27 @@ class AddLeafShortcutCommand(BackportCommand):
     DESCRIPTION: str = "Return a leaf at once from traverse_children in the torch tree's _dict_to_ordered_dict."
     VERSION = "1"
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already."""
+    def __init__(
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
+    ) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: `analyze` of that module, when the caller made it (the series hands over
+        its check's: the module is not analysed twice)."""
         super().__init__(context)
         self._tree = tree
+        self._given = analysis
         self._inner: int | None = None
         self._path: set[int] = set()
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
+        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
         if site.inner is None:
             raise SkipFile(f"upstream has the leaf short-cut: {site.upstream}")
         if site.ours:
             raise SkipFile("the leaf short-cut is in already")
         self._inner = id(site.inner)
         # Visit only the nodes leading to traverse_children: the rest stays as it is.
-        self._path = {id(tree)} | ancestors(site.function, site.inner)
+        self._path = {id(tree)} | statement_ancestors(site.function, [site.inner])
         return super().transform_module_impl(tree)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

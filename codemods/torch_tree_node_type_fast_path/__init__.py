@@ -51,9 +51,14 @@ from codemods.torch_tree_node_type_fast_path.add_fast_path import (
     NAME,
     TORCHTREE_PY,
     AddNodeTypeFastPathCommand,
+    Site,
     analyze,
     anchors,
 )
+
+
+def _site(sources: Sources) -> Site:
+    return sources.memoised(NAME, lambda: analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY)))
 
 
 class TorchTreeNodeTypeFastPath(Patch):
@@ -75,13 +80,15 @@ class TorchTreeNodeTypeFastPath(Patch):
     codemods = (AddNodeTypeFastPathCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY))
+        site = _site(sources)
         if site.ours:
             return Check(Outcome.APPLIED, "the node-type fast path is in (forkgen)", anchors(site), present=True)
         return Check(Outcome.APPLIED, "is_nested: type(x) in SUPPORTED_NODES for non-tuple types", anchors(site))
 
     def apply(self, sources: Sources) -> None:
-        command = AddNodeTypeFastPathCommand(CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY))
+        command = AddNodeTypeFastPathCommand(
+            CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY), _site(sources)
+        )
         sources.replace(TORCHTREE_PY, command.transform_module(sources.module(TORCHTREE_PY)))
 
 

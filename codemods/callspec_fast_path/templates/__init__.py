@@ -18,9 +18,10 @@ from libcst.metadata import (
     BuiltinAssignment,
     GlobalScope,
     MetadataWrapper,
-    PositionProvider,
     ScopeProvider,
 )
+
+from codemods.patchlib import subtree_nodes
 
 #: The code common to every variant.
 COMMON_MODULE = "callspec_common.py"
@@ -136,18 +137,14 @@ def _free_names(
     wrapper: MetadataWrapper, pieces: Sequence[cst.CSTNode], defined: frozenset[str]
 ) -> frozenset[str]:
     """Global names the pieces read, minus builtins and what the pieces define."""
-    positions = wrapper.resolve(PositionProvider)
-    spans = [(positions[p].start.line, positions[p].end.line) for p in pieces]
+    inside = {id(node) for piece in pieces for node in subtree_nodes(piece)}
     names: set[str] = set()
     for scope in set(wrapper.resolve(ScopeProvider).values()):
         if scope is None:
             continue
         for access in scope.accesses:
             node = access.node
-            if not isinstance(node, cst.Name):
-                continue
-            line = positions[node].start.line
-            if not any(start <= line <= end for start, end in spans):
+            if not isinstance(node, cst.Name) or id(node) not in inside:
                 continue
             referents = access.referents
             if any(isinstance(r, BuiltinAssignment) for r in referents):

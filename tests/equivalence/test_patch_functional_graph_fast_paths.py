@@ -151,7 +151,8 @@ def observe(call: Callable[[], Any]) -> tuple[Any, list[str]]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = outcome(call)
-    messages = [f"{w.category.__name__}: {w.message}" for w in caught]
+    # torch's own C++ warnings are emitted once per process: not a difference between the two.
+    messages = [f"{w.category.__name__}: {w.message}" for w in caught if "Triggered internally" not in str(w.message)]
     if result[0] == "ok":
         flat = [
             None if x is None else (type(x), tuple(x.shape), str(x.dtype), ops.convert_to_numpy(x).tolist())
@@ -224,13 +225,13 @@ def test_overridden_helpers_still_run() -> None:
             calls.append("adjust")
             return super()._adjust_input_rank(flat_inputs)
 
-    class Warning(Converting):
+    class Warns(Converting):
         def _maybe_warn_inputs_struct_mismatch(self, inputs: Any, raise_exception: bool = False) -> None:
             calls.append("warn")
             super()._maybe_warn_inputs_struct_mismatch(inputs, raise_exception=raise_exception)
 
     x = np.ones((2, 3), "float32")
-    for cls, expected in ((Converting, ["convert", "adjust"]), (Warning, ["warn", "convert", "adjust"])):
+    for cls, expected in ((Converting, ["convert", "adjust"]), (Warns, ["warn", "convert", "adjust"])):
         inp = keras.Input((3,))
         model = cls(inp, keras.layers.Dense(2)(inp))
         calls.clear()

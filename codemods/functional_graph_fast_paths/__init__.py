@@ -29,6 +29,12 @@ about, keep upstream's path), which neither warns nor raises, and `tree.flatten(
 methods are called, so their overrides run. Not covered: a `_maybe_warn_inputs_struct_mismatch`
 replaced on the instance itself (its replacement would not be called for such inputs).
 
+Measured on the built fork (2-core CPU, CPython 3.11, torch 2.13 CPU, one process, 3.15.1's
+logic restated as the "off" state, medians of interleaved rounds): `fill_in` of a two-tensor
+node 8.95 us -> 0.68 us; `_standardize_inputs` of one tensor 9.24 us -> 3.84 us; the bench's
+`mlp` case (`model(x)`, 4-layer Sequential) 304.8 us -> 288.9 us (-5.2%), `transformer`
+(inference) 1274 us -> 1209 us (-5.1%).
+
 Not carried: nothing upstream (no upstream shape is known: only forkgen's marker counts as
 present); list/dict inputs, several inputs and nested values keep upstream's code.
 The patch needs both anchors: a release where one is missing or has moved is drift for the

@@ -37,6 +37,7 @@ SERIES_PACKAGES = (
     "codemods.layer_call_training_only_conversion",
     "codemods.global_state_lookup_fast_path",
     "codemods.trainer_symbolic_build_skip",
+    "codemods.functional_graph_fast_paths",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

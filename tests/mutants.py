@@ -36,6 +36,7 @@ CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
+FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -273,6 +274,18 @@ MUTANTS = [
         SYMBOLIC_BUILD,
         '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
         '    if "_track_variables" in state:\n',
+    ),
+    (
+        "functional-graph-fast-paths: fill_in's fast path also taken with keyword arguments (they are dropped)",
+        FUNCTIONAL_GRAPH,
+        "        and not self.kwargs\n",
+        "",
+    ),
+    (
+        "functional-graph-fast-paths: _standardize_inputs' fast path takes a list subclass the tree calls a leaf",
+        FUNCTIONAL_GRAPH,
+        "        and not isinstance(inputs, (list, dict))\n",
+        "        and not isinstance(inputs, dict)\n",
     ),
 ]
 

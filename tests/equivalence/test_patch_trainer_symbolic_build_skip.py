@@ -189,8 +189,11 @@ def test_post_build_overrides_are_still_called_every_step() -> None:
     before = model.__dict__["counts"]["post_build"]
     for action in ("train", "train", "test", "predict", "predict"):
         step(model, action)
-    # At least one call per train_on_batch/test_on_batch (predict_on_batch has no _symbolic_build).
-    assert model.__dict__["counts"]["post_build"] - before >= 3
+    if BACKEND != "tensorflow":
+        # At least one call per train_on_batch/test_on_batch (predict_on_batch has no
+        # _symbolic_build). TensorFlow's *_on_batch build only under a distribution strategy
+        # (`_maybe_symbolic_build`): there the count must only equal 3.15.1's, below.
+        assert model.__dict__["counts"]["post_build"] - before >= 3
     reference = make("post_build", reference=True)
     before_reference = reference.__dict__["counts"]["post_build"]
     for action in ("train", "train", "test", "predict", "predict"):

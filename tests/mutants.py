@@ -306,6 +306,12 @@ MUTANTS = [
         "    if view.is_contiguous():\n        return None\n",
         "",
     ),
+    (
+        "torch-max-pool-channels-last: bfloat16 pooled in place too (its kernel writes another NaN)",
+        MAX_POOL_VIEW,
+        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
+        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n",
+    ),
 ]
 
 

@@ -17,7 +17,7 @@ view of an NCHW one (strides like (27, 3, 1, 9) instead of (27, 9, 3, 1)): obser
 
 Carried: for `max_pool` only, 2-D only, `data_format="channels_last"`, padding other than
 "same" (3.15.1's `padding = 0`), an exact `torch.Tensor` on the CPU, strided, of dtype float16,
-bfloat16, float32 or float64, laid out densely (canonical NHWC strides, size-1 axes included),
+float32 or float64, laid out densely (canonical NHWC strides, size-1 axes included),
 whose channels-first view is not contiguous already (more than one channel and a spatial size
 above 1: the other layouts are 3.15.1's copy-free case), with no autograd recording it
 (`torch.is_grad_enabled()` and `requires_grad`: the graph, its grad_fn chain and saved tensors,
@@ -33,7 +33,10 @@ are 3.15.1's steps, unchanged. A clone and not `.contiguous()`: a channels_last 
 spatial size counts as contiguous already, and `.contiguous()` would hand it on with strides
 3.15.1's does not have. Every other call takes 3.15.1's statements.
 
-Not carried: average_pool and the adaptive pools (the same flag upstream, but their sums may
+Not carried: bfloat16 inputs (torch 2.13's channels_last CPU kernel for bfloat16 writes a NaN of
+its own, 0xFFFF, sign bit set, where the default-layout kernel passes the input's NaN on, e.g.
+0x7FC0: the same NaN positions, but `torch.signbit` and the bits differ; float16, float32 and
+float64 pass NaNs on in both layouts); average_pool and the adaptive pools (the same flag upstream, but their sums may
 be accumulated in another order by torch's channels_last kernels: the values could differ in
 the last bits); 1-D and 3-D max pooling (no channels_last format for 3-D tensors; 3-D pooling
 not proven here); "same" padding (the padded copy is made either way); inputs on other devices
@@ -69,7 +72,7 @@ class TorchMaxPoolChannelsLast(Patch):
     version = "1"
     headers = Headers(
         description="torch max_pool pools a dense channels_last 2-D input through its channels-first view "
-        "instead of a copy (no autograd, CPU, float dtypes, valid padding), then copies the smaller "
+        "instead of a copy (no autograd, CPU, float16/32/64, valid padding), then copies the smaller "
         "output into the default layout: the tensor 3.15.1 returned, stride for stride.",
         origin="upstream, https://github.com/keras-team/keras/pull/23645",
         bug="https://github.com/keras-team/keras/issues/23649",

@@ -16,6 +16,7 @@ import ast
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -56,15 +57,19 @@ MODULE_NAMES = ("get_device",)
 UPSTREAM_KEYWORD = "channels_last_memory_format"
 
 
-def _assign(target: str, value: m.BaseExpressionMatcherNode) -> m.SimpleStatementLine:
+#: An expression matcher (a node matcher or a OneOf of them: libcst types each field's own union).
+Expression = Any
+
+
+def _assign(target: str, value: Expression) -> m.SimpleStatementLine:
     return m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(target))], value=value)])
 
 
-def _string(value: str) -> m.BaseExpressionMatcherNode:
+def _string(value: str) -> Expression:
     return m.SimpleString(f'"{value}"') | m.SimpleString(f"'{value}'")
 
 
-def _compare(name: str, value: m.BaseExpressionMatcherNode) -> m.Comparison:
+def _compare(name: str, value: Expression) -> m.Comparison:
     """`<name> == <value>`."""
     return m.Comparison(left=m.Name(name), comparisons=[m.ComparisonTarget(m.Equal(), value)])
 
@@ -185,7 +190,7 @@ class Analysis:
         return self.call and self.output and self.helper
 
 
-def _line(tree: ast.Module, function: str, predicate: type[ast.AST], text: str) -> int:
+def _line(tree: ast.Module, function: str, predicate: type[ast.stmt], text: str) -> int:
     """The line, in `function`, of the first node of type `predicate` whose source mentions `text`."""
     node = ast_function(tree, function)
     if node is None:

@@ -22,7 +22,8 @@ def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):
     default layout. A 4-D CPU tensor laid out densely (canonical strides) has a view whose
     strides are torch's channels_last ones already: max_pool2d reads it without the copy, and
     `max_pool` then copies its (smaller) output to the default layout, which gives 3.15.1's
-    tensor. Only for "valid" pooling of the four float dtypes, without autograd (which would
+    tensor. Only for "valid" pooling of float16, float32 and float64 (torch's channels_last
+    kernel for bfloat16 writes a NaN of its own, sign bit set), without autograd (which would
     record another graph), outside torch.compile and torch.func transforms, off the "meta"
     device, and only when the view is not contiguous already (a layout both formats fit, such
     as one channel or a 1x1 image, is 3.15.1's copy-free case anyway). Else None: upstream's way.
@@ -32,7 +33,7 @@ def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):
         or type(inputs) is not torch.Tensor
         or inputs.layout != torch.strided
         or inputs.device.type != "cpu"
-        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)
         or (inputs.requires_grad and torch.is_grad_enabled())
         or torch.compiler.is_compiling()
         or torch._C._functorch.is_functorch_wrapped_tensor(inputs)

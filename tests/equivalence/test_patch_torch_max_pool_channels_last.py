@@ -182,7 +182,7 @@ def test_the_patch_is_in_and_the_reference_is_the_forks_max_pool_without_it() ->
     assert fork == outcome(reference_max_pool, lambda: x, False, pool_size=2)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 @pytest.mark.parametrize("shape", [(8, 32, 32, 16), (2, 5, 7, 3), (1, 4, 4, 2), (3, 2, 9, 4)])
 def test_a_dense_input_is_pooled_in_place_without_autograd(shape: tuple[int, ...], dtype: str) -> None:
     def make(requires_grad: bool = False) -> Any:
@@ -198,6 +198,24 @@ def test_a_dense_input_is_pooled_in_place_without_autograd(shape: tuple[int, ...
         nn.max_pool(make(requires_grad=True), 2)
     assert seen[0].is_contiguous() and not seen[0].is_contiguous(memory_format=torch.channels_last)
     same(lambda: make(requires_grad=True), True, pool_size=2)
+
+
+def test_bfloat16_keeps_3_15_1s_copy() -> None:
+    # torch 2.13's channels_last CPU kernel for bfloat16 writes a NaN of its own (0xFFFF, sign bit
+    # set) where the default-layout kernel passes the input's on (0x7FC0), at least in its
+    # vectorised path (16 channels here): bfloat16 is copied.
+    def make() -> Any:
+        return layout((2, 6, 6, 16), "dense", "bfloat16", SPECIAL)
+
+    with torch.no_grad():
+        view = torch.permute(make(), (0, 3, 1, 2))
+        ours = tnn.max_pool2d(view, 2)
+        theirs = tnn.max_pool2d(view.contiguous(), 2)
+        assert torch.isnan(ours).equal(torch.isnan(theirs)) and bits(ours.contiguous()) != bits(theirs)
+        with pooled_inputs() as seen:
+            nn.max_pool(make(), 2)
+    assert seen[0].is_contiguous() and not seen[0].is_contiguous(memory_format=torch.channels_last)
+    same(make, False, pool_size=2)
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 2, 3), (1, 3, 3, 4), (2, 2, 5, 2), (1, 4, 2, 5)])

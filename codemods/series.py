@@ -38,6 +38,7 @@ SERIES_PACKAGES = (
     "codemods.global_state_lookup_fast_path",
     "codemods.trainer_symbolic_build_skip",
     "codemods.functional_graph_fast_paths",
+    "codemods.torch_max_pool_channels_last",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

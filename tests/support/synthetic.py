@@ -277,6 +277,7 @@ PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_global_state_lookup_fast_path",
     "tests.support.synthetic_trainer_symbolic_build_skip",
     "tests.support.synthetic_functional_graph_fast_paths",
+    "tests.support.synthetic_torch_max_pool_channels_last",
 )
 
 

@@ -312,6 +312,12 @@ MUTANTS = [
         "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
         "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n",
     ),
+    (
+        "memoised-result-type: the memo used while torch.compile traces (version 1)",
+        RESULT_TYPE,
+        '        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n',
+        "        if False:\n",
+    ),
 ]
 
 

@@ -21,6 +21,13 @@ Written from the idea of the PR, not its code, to be exactly equivalent, which t
 - results are the same strings, compared by value: like upstream's own `lru_cache`d lattice
   helpers, the memo may return an equal `str` object other than the one the walk would build.
 No switch: the result depends on nothing the key leaves out.
+
+Under torch.compile the memo is not used: while Dynamo traces (`torch.compiler.is_compiling()`),
+the key is None and the call takes upstream's path. Version 1 memoised there too; Dynamo
+cannot follow its `id()` look-ups, split the train step into 29 graphs instead of 5 and hit its
+recompile limit on `convert_to_tensor` (a `jit_compile=True` fit compiled about twice as long
+and ran its steps about twice as slow as upstream's; Keras's own torch trainer tests took 3x
+as long).
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ def _analysis(sources: Sources) -> Analysis:
 
 class MemoisedResultType(Patch):
     name = NAME
-    version = "1"
+    #: 2: no memo while torch.compile traces (v1's id() look-ups split Dynamo's graphs).
+    version = "2"
     headers = Headers(
         description=(
             "backend.result_type answers repeated calls from a memo keyed on floatx and the class and "

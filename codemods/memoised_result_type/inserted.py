@@ -40,6 +40,13 @@ def module_level():
     # forkgen: memoised-result-type
     def _forkgen_result_type_key(dtypes):
         """The memo key of `result_type(*dtypes)`, or None when an argument cannot key it."""
+        import sys
+
+        # None while torch.compile traces: Dynamo cannot follow the memo's id() look-ups and
+        # would split the graph there, so traced code takes upstream's path.
+        torch = sys.modules.get("torch")
+        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():
+            return None
         key = [config.floatx()]
         for dtype in dtypes:
             cls = type(dtype)

@@ -209,3 +209,49 @@ def test_ops_promote_as_upstream() -> None:
     for _ in range(2):
         assert keras.backend.standardize_dtype(keras.ops.add(x, y).dtype) == reference_result_type("int8", "float16")
         assert keras.backend.standardize_dtype(keras.ops.multiply(x, 2.5).dtype) == "float32"
+
+
+def _compiled_frames(monkeypatch: pytest.MonkeyPatch, memo: str) -> int:
+    """Frames Dynamo compiles for two calls of a small train-like step (forward, backward,
+    an op after the graph break that backward causes), with the memo as it is (`fork`), never
+    used (`upstream`: 3.15.1's path), or used while tracing too (`traced`: version 1)."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    if memo == "upstream":
+        monkeypatch.setattr(dtypes, "_forkgen_result_type_key", lambda dtypes_: None)
+    elif memo == "traced":
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: False)
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(2)])
+
+    def step(x: Any) -> Any:
+        loss = keras.ops.mean(model(x))
+        loss.backward()
+        return keras.ops.add(loss, 1.0)
+
+    compiled = torch.compile(step, backend=counter)
+    x = torch.ones(5, 4)
+    compiled(x)
+    compiled(x)
+    torch._dynamo.reset()
+    return int(counter.frame_count)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
+def test_torch_compile_traces_upstreams_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While Dynamo traces, the memo is not used: the step splits into as many graphs as with
+    3.15.1's path (version 1 memoised there, and its id() look-ups split it further)."""
+    import torch
+
+    with monkeypatch.context() as patched:
+        patched.setattr(torch.compiler, "is_compiling", lambda: True)
+        assert dtypes._forkgen_result_type_key(("float32", "int32")) is None
+        assert dtypes.result_type("float32", "int32") == reference_result_type("float32", "int32")
+    with monkeypatch.context() as patched:
+        upstream = _compiled_frames(patched, "upstream")
+    with monkeypatch.context() as patched:
+        fork = _compiled_frames(patched, "fork")
+    assert fork == upstream

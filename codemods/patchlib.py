@@ -446,3 +446,36 @@ def fill(piece: cst.BaseStatement, upstream: cst.BaseStatement) -> cst.BaseState
 def ast_lines(function: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[int]:
     """The line of every node under `function` satisfying `predicate`, in order."""
     return sorted(getattr(n, "lineno", 0) for n in ast.walk(function) if predicate(n))
+
+
+def module_level_names(module: cst.Module) -> set[str]:
+    """The names a module binds at module level (defs, classes, assignments, imports)."""
+    names: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                targets: list[cst.BaseExpression] = []
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                    targets = [small.target]
+                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if isinstance(bound, cst.Name):
+                            names.add(bound.value)
+                names.update(t.value for t in targets if isinstance(t, cst.Name))
+    return names
+
+
+def marked_helper_defined(module: cst.Module, path: str, helper: str, patch: str) -> bool:
+    """Whether `patch`'s module-level helper `helper` is defined (with its marker); drift if a
+    def of that name is not ours, or there are several."""
+    defined = [s for s in module.body if m.matches(s, m.FunctionDef(name=m.Name(helper)))]
+    theirs = [s for s in defined if not has_marker(s, module, patch)]
+    if theirs or len(defined) > 1:
+        raise AnchorDrift(path, 1, helper, "forkgen's helper name free (or one, marked ours)",
+                          f"{len(defined)} definitions, {len(theirs)} unmarked")
+    return bool(defined)

@@ -27,6 +27,8 @@ from codemods.patchlib import (
     find,
     find_statements,
     has_marker,
+    marked_helper_defined,
+    module_level_names,
     statements,
     template_pieces,
     walk,
@@ -243,38 +245,6 @@ def _check_memory_format(module: cst.Module, tree: ast.Module, path: str) -> tup
     return convert, line
 
 
-def _module_names(module: cst.Module) -> set[str]:
-    """The names nn.py binds at module level (defs, classes, assignments, imports)."""
-    names: set[str] = set()
-    for statement in module.body:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            names.add(statement.name.value)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets: list[cst.BaseExpression] = []
-                if isinstance(small, cst.Assign):
-                    targets = [t.target for t in small.targets]
-                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [small.target]
-                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
-                        if isinstance(bound, cst.Name):
-                            names.add(bound.value)
-                names.update(t.value for t in targets if isinstance(t, cst.Name))
-    return names
-
-
-def _helpers(module: cst.Module, path: str) -> bool:
-    """Whether our helper is defined (with the marker); drift if a def of that name is not ours."""
-    defined = [s for s in module.body if m.matches(s, m.FunctionDef(name=m.Name(HELPER)))]
-    theirs = [s for s in defined if not has_marker(s, module, NAME)]
-    if theirs or len(defined) > 1:
-        raise AnchorDrift(path, 1, HELPER, "forkgen's helper name free (or one, marked ours)",
-                          f"{len(defined)} definitions, {len(theirs)} unmarked")
-    return bool(defined)
-
-
 def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis:
     """The anchors of nn.py for the single copy; AnchorDrift when missing, duplicated or reshaped."""
     conv = cst_function(module, FUNCTION, path, tree)
@@ -285,7 +255,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis
         return Analysis(path, lines[0] if lines else conv_line, None, None, 1, 1, False, False, True)
     transposes = find_statements(conv, TRANSPOSE_STATEMENT)
     calls = [s for s in find_statements(conv, HELPER_STATEMENT) if has_marker(s, module, NAME)]
-    helper = _helpers(module, path)
+    helper = marked_helper_defined(module, path, HELPER, NAME)
     lines = _lines(tree, FUNCTION, TRANSPOSE) or _lines(tree, FUNCTION, HELPER)
     line = lines[0] if lines else conv_line
     if len(transposes) + len(calls) != 1:
@@ -298,7 +268,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis
     if not any(m.matches(s, m.SimpleStatementLine(body=[m.Import(names=[m.ImportAlias(m.Name("torch"), asname=None)])]))
                for s in module.body):
         raise AnchorDrift(path, 1, "import torch", "at module level (the helper uses `torch`)", "none")
-    shadowed = sorted(set(BUILTINS) & _module_names(module))
+    shadowed = sorted(set(BUILTINS) & module_level_names(module))
     if shadowed:
         raise AnchorDrift(path, 1, shadowed[0], "the builtin (the helper calls it)", "a module-level binding")
     if bool(calls) != helper:

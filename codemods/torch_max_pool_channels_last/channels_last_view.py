@@ -31,6 +31,8 @@ from codemods.patchlib import (
     find,
     find_statements,
     has_marker,
+    marked_helper_defined,
+    module_level_names,
     statements,
     template_pieces,
     walk,
@@ -309,38 +311,6 @@ def _check_transpose(module: cst.Module, tree: ast.Module, path: str) -> int:
     return line
 
 
-def _module_names(module: cst.Module) -> set[str]:
-    """The names nn.py binds at module level (defs, classes, assignments, imports)."""
-    names: set[str] = set()
-    for statement in module.body:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            names.add(statement.name.value)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets: list[cst.BaseExpression] = []
-                if isinstance(small, cst.Assign):
-                    targets = [t.target for t in small.targets]
-                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [small.target]
-                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
-                        if isinstance(bound, cst.Name):
-                            names.add(bound.value)
-                names.update(t.value for t in targets if isinstance(t, cst.Name))
-    return names
-
-
-def _helper_defined(module: cst.Module, path: str) -> bool:
-    """Whether our helper is defined (with the marker); drift if a def of that name is not ours."""
-    defined = [s for s in module.body if m.matches(s, m.FunctionDef(name=m.Name(HELPER)))]
-    theirs = [s for s in defined if not has_marker(s, module, NAME)]
-    if theirs or len(defined) > 1:
-        raise AnchorDrift(path, 1, HELPER, "forkgen's helper name free (or one, marked ours)",
-                          f"{len(defined)} definitions, {len(theirs)} unmarked")
-    return bool(defined)
-
-
 def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis:
     """The anchors of nn.py for the view; AnchorDrift when missing, duplicated or reshaped."""
     function = cst_function(module, FUNCTION, path, tree)
@@ -369,14 +339,14 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = NN_PY) -> Analysis
     if not any(m.matches(s, m.SimpleStatementLine(body=[m.Import(names=[m.ImportAlias(m.Name("torch"), asname=None)])]))
                for s in module.body):
         raise AnchorDrift(path, 1, "import torch", "at module level (the helper uses `torch`)", "none")
-    names = _module_names(module)
+    names = module_level_names(module)
     for name in MODULE_NAMES:
         if name not in names:
             raise AnchorDrift(path, 1, name, "bound at module level (the helper calls it)", "none")
     shadowed = sorted(set(BUILTINS) & names)
     if shadowed:
         raise AnchorDrift(path, 1, shadowed[0], "the builtin (the helper calls it)", "a module-level binding")
-    helper_in = _helper_defined(module, path)
+    helper_in = marked_helper_defined(module, path, HELPER, NAME)
     if not (bool(calls) == bool(outputs) == helper_in):
         state = ", ".join(f"{what} {'present' if there else 'absent'}" for what, there in
                           (("call", calls), ("output copy", outputs), ("helper", helper_in)))

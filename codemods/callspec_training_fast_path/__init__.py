@@ -1,5 +1,11 @@
-"""Patch `callspec-training-fast-path`: the CallSpec fast path for `layer(x1, ..., xn)` and
-`layer(..., training=<bool>)`, on top of `callspec-fast-path`.
+"""Patch `callspec-training-fast-path`: the CallSpec fast path for every call that binds, on top
+of `callspec-fast-path` (which keeps `layer(x)`).
+
+Version 1 covered `layer(x1, ..., xn)` and `layer(..., training=<bool>)`; version 2 (issue
+"every call shape") binds any call from a plan precomputed per layer (`_CallSpecFastBindings`:
+names, kinds, defaults, `*args`/`**kwargs`), classifies each value as the release's constructor
+does, and hands every call that would not bind, or whose classification raises, to upstream's
+unchanged constructor. The name stays (configurations, `--no-training-fast-path`).
 
 One codemod (`extend_callspec_fast_path`): per-layer bindings after the base's flag in
 `Layer.__init__`, an `elif` between the base's fast branch and upstream's `else` in
@@ -20,18 +26,19 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 class CallSpecTrainingFastPath(Patch):
     name = "callspec-training-fast-path"
-    version = "1"
+    version = "2"
     headers = Headers(
         description=(
-            "Extends the CallSpec fast path to calls with several positional tensors and to "
-            "training=<bool> (CallSpec._fast_bound), so that Functional's training calls and "
-            "MultiHeadAttention(q, v) skip signature.bind too."
+            "Extends the CallSpec fast path to every call that binds (CallSpec._fast_bound): any "
+            "keyword, training=None, several positional, nested and non-tensor arguments, "
+            "*args/**kwargs, through a binding plan precomputed per layer instead of "
+            "signature.bind; calls that would not bind keep upstream's constructor."
         ),
         origin="ours",
         bug="https://github.com/keras-team/keras/issues/23271",
-        forwarded="https://github.com/keras-team/keras/pull/23288 (closed unmerged)",
+        forwarded="https://github.com/keras-team/keras/pull/23288 (closed unmerged); binder idea of #23198",
         applied_upstream=None,
-        last_update="2026-11-30",
+        last_update="2026-12-01",
     )
     files = (LAYER_PY,)
     requires = ("callspec-fast-path",)

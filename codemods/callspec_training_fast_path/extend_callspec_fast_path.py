@@ -1,4 +1,4 @@
-"""Codemod: extend the fast path to several positional tensors and `training=<bool>`."""
+"""Codemod: extend the fast path to every call that binds."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from codemods.callspec_fast_path.templates import ExtensionTemplate, load_extens
 
 class ExtendCallSpecFastPathCommand(PatchCommand):
     DESCRIPTION: str = (
-        "Extend the CallSpec fast path, on top of the base patch, to layer(x1, ..., xn) "
-        "and layer(x1, ..., xn, training=<bool>) through CallSpec._fast_bound."
+        "Extend the CallSpec fast path, on top of the base patch, to every call that binds "
+        "(any keyword, nested and non-tensor arguments) through CallSpec._fast_bound."
     )
     PIECE = "extension"
-    VERSION = "1"
+    VERSION = "2"
     TARGETS: ClassVar[tuple[str, ...]] = ("base_flag_statement", "guard_statement", "callspec_class")
     DESCEND_INTO: ClassVar[tuple[str, ...]] = ("__init__", "__call__")
     REQUIRES: ClassVar[tuple[str, ...]] = ("eligibility", "fast_constructor", "guard")

@@ -211,7 +211,7 @@ def test_the_extension_switch_in_the_config_and_its_override(tmp_path: Path, cap
     code, _, err = run(capsys, "apply", str(tmp_path / "base"), "--out", str(tmp_path / "full"), "--config", str(config),
                        "--training-fast-path")
     assert code == 0, err
-    assert "def _fast_bound(cls, bindings, args, kwargs)" in (tmp_path / "full" / LAYER).read_text()
+    assert "def _fast_bound(cls, bindings, layer, args, kwargs)" in (tmp_path / "full" / LAYER).read_text()
     # forkgen never removes code: the extension cannot be left out of a tree that has it.
     code, _, err = run(capsys, "apply", str(tmp_path / "full"), "--out", str(tmp_path / "again"), "--no-training-fast-path")
     assert code == EXIT_USAGE and "already carries callspec-training-fast-path" in err

@@ -214,17 +214,22 @@ def load(variant: str) -> Template:
     )
 
 
-#: The extension's code common to every variant (several positional tensors, `training=<bool>`).
+#: The extension's code common to every variant (every call that binds).
 EXTENSION_COMMON_MODULE = "callspec_bound_common.py"
-#: The module holding each variant's handling of a `training` that call() does not accept.
+#: The module holding each variant's rules: the keywords its constructor pops before binding,
+#: what it keeps of them, how it classifies a nested value.
 EXTENSION_MODULES = {
     "V1": "callspec_bound_v1.py",
-    "V2": "callspec_bound_v1.py",
-    "V3": "callspec_bound_v1.py",
+    "V2": "callspec_bound_v2.py",
+    "V3": "callspec_bound_v3.py",
     "V4": "callspec_bound_v4.py",
 }
-#: The functions each extension variant module defines; spliced before `_callspec_fast_bindable`.
-EXTENSION_VARIANT_FUNCTIONS = ("_callspec_fast_pops_training", "_callspec_fast_popped_training")
+#: The functions each extension variant module defines; spliced before `_callspec_fast_bindings`.
+EXTENSION_VARIANT_FUNCTIONS = (
+    "_callspec_fast_popped_names",
+    "_callspec_fast_kept_arguments",
+    "_callspec_fast_nested_kind",
+)
 
 
 @dataclass(frozen=True)
@@ -263,10 +268,10 @@ def load_extension(variant: str) -> ExtensionTemplate:
     callspec = _class(module, "CallSpec")
     common_piece = list(module.body[: module.body.index(layer)])
     bindable = [
-        i for i, s in enumerate(common_piece) if m.matches(s, m.FunctionDef(name=m.Name("_callspec_fast_bindable")))
+        i for i, s in enumerate(common_piece) if m.matches(s, m.FunctionDef(name=m.Name("_callspec_fast_bindings")))
     ]
     if len(bindable) != 1:
-        raise ValueError("the extension template must define _callspec_fast_bindable once")
+        raise ValueError("the extension template must define _callspec_fast_bindings once")
     module_piece = (*common_piece[: bindable[0]], *rules, *common_piece[bindable[0] :])
 
     # Layer.__init__ repeats, for context, the base's statements up to its flag;

@@ -1,16 +1,17 @@
 # The code the extension codemod (extend_callspec_fast_path.py) inserts into
 # keras/src/layers/layer.py on top of the base patch (callspec_common.py): the
-# fast path for `layer(x1, ..., xn)` with several positional tensors and for
-# `layer(x1, ..., xn, training=<bool>)`. What differs between CallSpec variants,
-# what becomes of a `training` that call() does not accept, lives in
-# callspec_bound_v1.py (V1-V3) and callspec_bound_v4.py (V4).
+# fast path for every call that binds, whatever its shape (several positional
+# arguments, any keyword, `training=None`, nested and non-tensor values,
+# `*args`/`**kwargs`). What differs between CallSpec variants (which keywords
+# the constructor pops before binding, what becomes of them, how it classifies
+# a nested value) lives in callspec_bound_v1.py ... callspec_bound_v4.py.
 #
 # This module is never imported. The extension codemod parses it with libcst and
 # splices its pieces into a layer.py that already carries the base patch:
 #   * every top-level statement before `class Layer` (the "module" piece), with
-#     the variant's two functions placed right before `_callspec_fast_bindable`,
+#     the variant's three functions placed right before `_callspec_fast_bindings`,
 #     goes right before upstream's `class CallSpec` (after the base's helpers,
-#     whose `_callspec_fast_default_is_plain` and kill switch it uses);
+#     whose kill switch it uses);
 #   * the statements after the base's `self._call_spec_fast_path = ...` in
 #     `Layer.__init__` (the "bindings" piece) go right after that statement;
 #   * the `elif` of the `if` in `Layer.__call__` (the "branch" piece) is added
@@ -19,121 +20,137 @@
 # ruff: noqa
 
 
-class _CallSpecFastBindings:
-    """What `CallSpec._fast_bound` needs to build the CallSpec of a call with
-    n positional tensors and no kwargs or only `training=<bool>`.
+# How `CallSpec._fast_bound` fills a parameter that the call did not bind: a
+# positional or keyword parameter takes its default (or, without one, the call
+# does not bind), `*args` takes `()`, `**kwargs` a new `{}`; as
+# `BoundArguments.apply_defaults` does.
+_CALLSPEC_FAST_DEFAULT = 0
+_CALLSPEC_FAST_REQUIRED = 1
+_CALLSPEC_FAST_VAR_POSITIONAL = 2
+_CALLSPEC_FAST_VAR_KEYWORD = 3
 
-    Computed once per layer from its call signature by `_callspec_fast_bindings`:
-    `arities` holds the n for which a call without kwargs is eligible,
-    `training_arities` those for which a call with `training=<bool>` is, and
-    `tails[n]` the defaults of every parameter after the n-th, in signature
-    order (`training` included when call() takes it). `signature` is kept so
-    that `__call__` can tell when `_call_signature` was replaced after `__init__`.
+# Values that are neither tensors nor nested structures on any backend, so that
+# classifying them needs no call (exact types only: subclasses take the full test).
+_CALLSPEC_FAST_PLAIN_TYPES = frozenset((bool, int, float, str))
+
+# The classes whose instances `is_backend_tensor_or_symbolic` has accepted, each
+# mapped to whether it is a KerasTensor class (a symbolic argument: the call is
+# not eager). Every backend's `is_tensor` is an `isinstance` test (torch.is_tensor,
+# `isinstance` against jax.Array or np.ndarray, tf.is_tensor's TF-type classes), and
+# so is the KerasTensor test: a class accepted once is accepted for every instance,
+# looked up by `value.__class__` as `isinstance` itself falls back to it. Classes
+# never accepted take the full test every time.
+_CALLSPEC_FAST_TENSOR_TYPES = {}
+
+
+class _CallSpecFastBindings:
+    """The binding plan of a layer's call signature, computed once per layer
+    by `_callspec_fast_bindings`, that lets `CallSpec._fast_bound` bind a call
+    with a few dictionary operations instead of `signature.bind`.
+
+    `parameters` holds, in signature order, `(name, position, fill, default)`:
+    `position` is the index of the positional argument the parameter takes
+    (-1 for keyword-only and variadic parameters), `fill` one of the
+    `_CALLSPEC_FAST_*` codes above. `positional_count` is the number of
+    parameters that take a positional argument, `var_positional` and
+    `var_keyword` the names of `*args` and `**kwargs` (or None),
+    `keyword_names` the parameters a keyword binds to, `positional_only_names`
+    the positional-only ones, `parameter_names` them all. `signature` is kept
+    so that `__call__` can tell when `_call_signature` was replaced after
+    `__init__` (the plan is then stale and the slow path runs).
     """
 
     __slots__ = (
         "signature",
         "argument_names",
-        "arities",
-        "training_arities",
-        "accepts_training",
-        "tails",
+        "parameter_names",
+        "parameters",
+        "positional_count",
+        "var_positional",
+        "var_keyword",
+        "keyword_names",
+        "positional_only_names",
     )
 
     def __init__(
-        self, signature, argument_names, arities, training_arities, accepts_training, tails
+        self,
+        signature,
+        argument_names,
+        parameters,
+        positional_count,
+        var_positional,
+        var_keyword,
+        keyword_names,
+        positional_only_names,
     ):
         self.signature = signature
         self.argument_names = argument_names
-        self.arities = arities
-        self.training_arities = training_arities
-        self.accepts_training = accepts_training
-        self.tails = tails
+        self.parameter_names = frozenset(argument_names)
+        self.parameters = parameters
+        self.positional_count = positional_count
+        self.var_positional = var_positional
+        self.var_keyword = var_keyword
+        self.keyword_names = keyword_names
+        self.positional_only_names = positional_only_names
 
 
 def _callspec_fast_bindings(signature):
-    """Return the `_CallSpecFastBindings` of `signature`, or None when no call
-    with several positional tensors or with `training=<bool>` can skip
-    `signature.bind`.
-
-    n positional tensors bind, unambiguously, to the first n parameters when
-    each of those takes a positional argument and none is named `training`.
-    Such a call is eligible when every later parameter has a plain default,
-    `training` excepted when it is passed. A signature with `*args` or
-    `**kwargs`, or with a positional-only `training`, has no bindings.
+    """Return the `_CallSpecFastBindings` of `signature`, or None when every
+    call but `layer(x)` keeps building its CallSpec through `signature.bind`:
+    the kill switch is set, call() takes no parameter, or it has a
+    positional-only `training` (the slow path passes `training=` to it later
+    as a keyword, which must keep failing where upstream fails).
     """
     if not _CALLSPEC_FAST_PATH_ENABLED:
         return None
-    positional_kinds = (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    )
-    parameters = list(signature.parameters.values())
-    for parameter in parameters:
-        if parameter.kind in (
-            inspect.Parameter.VAR_POSITIONAL,
-            inspect.Parameter.VAR_KEYWORD,
+    parameters = []
+    keyword_names = set()
+    positional_only_names = set()
+    positional_count = 0
+    var_positional = None
+    var_keyword = None
+    for parameter in signature.parameters.values():
+        name = parameter.name
+        kind = parameter.kind
+        position = -1
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            if name == "training":
+                return None
+            positional_only_names.add(name)
+        if kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
         ):
-            return None
-        if (
-            parameter.name == "training"
-            and parameter.kind is inspect.Parameter.POSITIONAL_ONLY
+            position = positional_count
+            positional_count += 1
+        if kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
         ):
-            return None
-    positional = 0
-    for parameter in parameters:
-        if parameter.kind not in positional_kinds or parameter.name == "training":
-            break
-        positional += 1
-    plain = [
-        parameter.default is not inspect.Parameter.empty
-        and _callspec_fast_default_is_plain(parameter.default)
-        for parameter in parameters
-    ]
-    arities = set()
-    training_arities = set()
-    tails = [None] * (positional + 1)
-    for n in range(1, positional + 1):
-        rest = range(n, len(parameters))
-        if not all(plain[i] or parameters[i].name == "training" for i in rest):
-            continue
-        training_arities.add(n)
-        if all(plain[i] for i in rest):
-            arities.add(n)
-        # A `training` without a default is in the tail only for calls that
-        # pass it, which overwrite the placeholder.
-        tails[n] = {parameters[i].name: parameters[i].default for i in rest}
-    if not training_arities:
+            keyword_names.add(name)
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            var_positional = name
+            fill = _CALLSPEC_FAST_VAR_POSITIONAL
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            var_keyword = name
+            fill = _CALLSPEC_FAST_VAR_KEYWORD
+        elif parameter.default is inspect.Parameter.empty:
+            fill = _CALLSPEC_FAST_REQUIRED
+        else:
+            fill = _CALLSPEC_FAST_DEFAULT
+        parameters.append((name, position, fill, parameter.default))
+    if not parameters:
         return None
     return _CallSpecFastBindings(
         signature,
-        tuple(parameter.name for parameter in parameters),
-        frozenset(arities),
-        frozenset(training_arities),
-        "training" in signature.parameters,
-        tuple(tails),
+        tuple(parameter[0] for parameter in parameters),
+        tuple(parameters),
+        positional_count,
+        var_positional,
+        var_keyword,
+        frozenset(keyword_names),
+        frozenset(positional_only_names),
     )
-
-
-def _callspec_fast_bindable(layer, bindings, args, kwargs):
-    """Whether `layer(*args, **kwargs)` may build its CallSpec with
-    `CallSpec._fast_bound`: every positional argument is a backend tensor or a
-    KerasTensor, their number is one of the layer's arities, and kwargs is
-    empty or exactly `training=<bool>`.
-    """
-    if kwargs:
-        if len(kwargs) != 1 or kwargs.get("training").__class__ is not bool:
-            return False
-        if len(args) not in bindings.training_arities:
-            return False
-        if not bindings.accepts_training and not _callspec_fast_pops_training(layer):
-            return False
-    elif len(args) not in bindings.arities:
-        return False
-    for arg in args:
-        if not is_backend_tensor_or_symbolic(arg):
-            return False
-    return True
 
 
 class Layer:
@@ -141,8 +158,8 @@ class Layer:
         self._call_signature = inspect.signature(self.call)
         self._call_spec_fast_plan = _callspec_fast_plan(self._call_signature)
         self._call_spec_fast_path = self._call_spec_fast_plan is not None
-        # forkgen CallSpec fast path, extension: can calls with several
-        # positional tensors or with `training=<bool>` skip `signature.bind`?
+        # forkgen CallSpec fast path, extension: every other call that binds
+        # skips `signature.bind` too.
         self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
         if self._call_spec_fast_bindings is not None:
             self._call_spec_fast_path = True
@@ -150,15 +167,21 @@ class Layer:
     def __call__(self, *args, **kwargs):
         if self._call_spec_fast_path and self._call_spec_fast_plan is not None:
             call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
-        # forkgen CallSpec fast path, extension: several positional tensors,
-        # and `training=<bool>`.
+        # forkgen CallSpec fast path, extension: any other call that binds;
+        # `_fast_bound` returns None (and leaves `kwargs` alone) for a call
+        # that would not bind, which upstream's constructor below then rejects.
         elif (
             self._call_spec_fast_path
             and self._call_spec_fast_bindings is not None
             and self._call_spec_fast_bindings.signature is self._call_signature
-            and _callspec_fast_bindable(self, self._call_spec_fast_bindings, args, kwargs)
+            and (
+                call_spec := CallSpec._fast_bound(
+                    self._call_spec_fast_bindings, self, args, kwargs
+                )
+            )
+            is not None
         ):
-            call_spec = CallSpec._fast_bound(self._call_spec_fast_bindings, args, kwargs)
+            pass
         else:
             call_spec = CallSpec(
                 self._call_signature, self._call_context_args, args, kwargs
@@ -174,39 +197,104 @@ class CallSpec:
         pass
 
     @classmethod
-    def _fast_bound(cls, bindings, args, kwargs):
+    def _fast_bound(cls, bindings, layer, args, kwargs):
         """The CallSpec of `layer(*args, **kwargs)`, equal to the one
-        `__init__` builds, without binding; `kwargs` is empty or
-        `{"training": <bool>}`, and a `training` that call() does not accept
-        is removed from it, as `__init__` does.
+        `__init__` builds, without `signature.bind`; or None, with `kwargs`
+        untouched, when the call would not bind as `signature.bind` binds it
+        (missing, unexpected or repeated arguments, a positional-only name
+        passed as a keyword) or when classifying a value raises or finds
+        tensors mixed with other values: `__init__` then runs and raises.
 
-        The caller has checked that every positional argument is a backend
-        tensor or a KerasTensor, so they are the tensor arguments and the call
-        is eager exactly when none is a KerasTensor. Every container is new.
+        Binding follows `Signature.bind`: positional arguments fill the
+        positional parameters in order and the rest goes to `*args`; keywords
+        go to their parameters and the rest to `**kwargs`; `user_arguments_dict`
+        holds what was bound, in signature order (after the call-context
+        keywords the variant keeps), `arguments_dict` every parameter, defaults
+        applied. Each value is classified as `__init__` classifies it. Every
+        container is new; the call-context keywords `__init__` pops from
+        `kwargs` are popped here too, once the call is known to bind.
         """
-        self = cls.__new__(cls)
-        names = bindings.argument_names
-        user_arguments = dict(zip(names, args))
-        arguments = dict(user_arguments)
-        arguments.update(bindings.tails[len(args)])
+        count = len(args)
+        positional_count = bindings.positional_count
+        if count > positional_count and bindings.var_positional is None:
+            return None
+        popped_names = ()
+        extra = None
         if kwargs:
-            training = kwargs["training"]
-            if bindings.accepts_training:
-                user_arguments["training"] = training
-                arguments["training"] = training
+            keyword_names = bindings.keyword_names
+            for name in kwargs:
+                if name in keyword_names:
+                    continue
+                if not popped_names:
+                    popped_names = _callspec_fast_popped_names(layer, bindings, kwargs)
+                if name in popped_names:
+                    continue
+                if bindings.var_keyword is None or name in bindings.positional_only_names:
+                    return None
+                if extra is None:
+                    extra = {}
+                extra[name] = kwargs[name]
+        user_arguments = {}
+        arguments = {}
+        tensor_arguments = {}
+        nested_names = []
+        eager = True
+        plain_types = _CALLSPEC_FAST_PLAIN_TYPES
+        tensor_types = _CALLSPEC_FAST_TENSOR_TYPES
+        for name, position, fill, default in bindings.parameters:
+            if 0 <= position < count:
+                if kwargs and name in kwargs:
+                    return None  # also passed as a keyword
+                value = args[position]
+                user_arguments[name] = value
+            elif fill == _CALLSPEC_FAST_VAR_POSITIONAL:
+                if count > positional_count:
+                    value = tuple(args[positional_count:])
+                    user_arguments[name] = value
+                else:
+                    value = ()
+            elif fill == _CALLSPEC_FAST_VAR_KEYWORD:
+                if extra is not None:
+                    value = extra
+                    user_arguments[name] = value
+                else:
+                    value = {}
+            elif kwargs and name in kwargs:
+                value = kwargs[name]
+                user_arguments[name] = value
+            elif fill == _CALLSPEC_FAST_DEFAULT:
+                value = default
             else:
-                del kwargs["training"]
-                user_arguments = _callspec_fast_popped_training(training, user_arguments)
+                return None  # a required argument is missing
+            arguments[name] = value
+            if value is None or value.__class__ in plain_types:
+                continue
+            symbolic = tensor_types.get(value.__class__)
+            if symbolic is None and is_backend_tensor_or_symbolic(value):
+                symbolic = isinstance(value, KerasTensor)
+                tensor_types[value.__class__] = symbolic
+            if symbolic is not None:
+                tensor_arguments[name] = value
+                if symbolic:
+                    eager = False
+                continue
+            nested = _callspec_fast_nested_kind(value)
+            if nested is None:
+                return None
+            if nested:
+                tensor_arguments[name] = value
+                nested_names.append(name)
+                eager = False
+        if popped_names:
+            popped = {name: kwargs.pop(name) for name in popped_names}
+            user_arguments = _callspec_fast_kept_arguments(popped, user_arguments)
+        self = cls.__new__(cls)
         self.user_arguments_dict = user_arguments
         self.arguments_dict = arguments
-        self.argument_names = list(names)
-        self.tensor_arguments_dict = dict(zip(names, args))
-        self.tensor_arguments_names = list(names[: len(args)])
-        self.nested_tensor_argument_names = []
-        self.first_arg = args[0]
-        eager = True
-        for arg in args:
-            if isinstance(arg, KerasTensor):
-                eager = False
+        self.argument_names = list(bindings.argument_names)
+        self.tensor_arguments_dict = tensor_arguments
+        self.tensor_arguments_names = list(tensor_arguments)
+        self.nested_tensor_argument_names = nested_names
+        self.first_arg = arguments[bindings.argument_names[0]]
         self.eager = eager
         return self

@@ -3,6 +3,7 @@ the fork, or the fork built without one patch of its series).
 
     python cases.py --backend torch --case dense [pyperf options: --processes, --values, --loops, --append FILE]
     python cases.py --backend torch --counts        # prints the CallSpec counts as JSON
+    python cases.py --backend torch --case callspec_keywords --processes 1 --values 3   # a quick look
 
 Timings go through pyperf (worker processes, warm-ups, calibrated loops); the
 driver, tests/bench/run.py, runs each case alternately in every environment.
@@ -13,7 +14,10 @@ The models are written as model code is written: Sequential and functional model
 and, for `generate`, layer and model subclasses in the manner of KerasHub (a
 key/value-cached attention layer taking `cache` and `cache_update_index`, a causal
 language model whose `call(token_ids, cache, cache_update_index)` returns the logits
-and the updated cache, and a greedy decode loop around it).
+and the updated cache, and a greedy decode loop around it). `kv_decoder`, counted only,
+goes further in that manner: keyword-only attention calls, `Softmax(mask=)`, `Dropout`
+without `training`, `Add()([a, b])`, a position embedding called with `start_index=`, a
+tied LM head, and a model taking a dict `{"token_ids", "padding_mask"}` plus cache keywords.
 """
 
 from __future__ import annotations
@@ -29,12 +33,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-CASES = ("callspec", "dense", "mlp", "mlp_inference", "transformer", "train_step", "generate", "conv_predict")
-#: The cases that time a model (or layer) as user code calls it; `callspec` times one
-#: constructor, which only the fork and upstream share.
-MODEL_CASES = tuple(case for case in CASES if case != "callspec")
+CASES = ("callspec", "callspec_keywords", "dense", "mlp", "mlp_inference", "transformer", "train_step", "generate",
+         "conv_predict")
+#: The cases that time one CallSpec constructor, which only the fork and upstream share
+#: (keras-nightly has upstream's constructor).
+MICRO_CASES = ("callspec", "callspec_keywords")
+#: The cases that time a model (or layer) as user code calls it.
+MODEL_CASES = tuple(case for case in CASES if case not in MICRO_CASES)
 DESCRIPTIONS = {
     "callspec": "CallSpec for layer(x): upstream slow constructor, patched CallSpec._fast",
+    "callspec_keywords": "CallSpec for block(x, attention_mask=m, cache=c, cache_update_index=8): upstream slow "
+    "constructor, patched CallSpec._fast_bound",
     "dense": "eager Dense(4)(x), x of shape (2, 4)",
     "mlp": "4-layer MLP Sequential, model(x), batch 4",
     "mlp_inference": "4-layer MLP Sequential, model(x, training=False), batch 4",
@@ -52,6 +61,12 @@ BATCH, SEQUENCE, VOCAB, WIDTH = 4, 16, 100, 32
 LM_VOCAB, LM_BLOCKS, LM_WIDTH, LM_HEADS, LM_HIDDEN = 256, 2, 64, 4, 128
 LM_BATCH, LM_PROMPT, LM_NEW = 2, 8, 16
 LM_MAX_LENGTH = LM_PROMPT + LM_NEW
+#: The `kv_decoder` model (the LM_* sizes, a shorter training sequence) and its training batch.
+KV_SEQUENCE = 12
+#: The `kv_decoder` entries of the counts (tests/bench/run.py checks the issue's target on them).
+KV_ONE_TOKEN = "kv_decoder: one generated token, model({token_ids, padding_mask}, cache=..., cache_update_index=8)"
+KV_GREEDY_LOOP = f"kv_decoder: greedy loop, {LM_NEW} tokens"
+KV_TRAIN_ON_BATCH = "kv_decoder: train_on_batch"
 CONV_BATCH, CONV_SIZE = 8, 32
 
 
@@ -256,6 +271,273 @@ def greedy_generate(model: Any, prompt: Any) -> Any:
     return tokens
 
 
+def kv_decoder() -> Any:
+    """A decoder-only Transformer language model written as KerasHub writes one today
+    (GPT-2/Gemma style), for the CallSpec counts: every layer call that binds is one user
+    code makes.
+
+    - `TokenAndPositionEmbedding`: a `ReversibleEmbedding` (an `Embedding` whose
+      `call(inputs, reverse=False)` also serves as the tied LM head) and a `PositionEmbedding`
+      called as `position_embedding(x, start_index=...)`;
+    - `CachedAttention`, called with keywords only (`query=`, `value=`, `attention_mask=`,
+      `cache=`, `cache_update_index=`), `Softmax` called as `softmax(scores, mask=m)`,
+      `Dropout` without `training` (it comes from the call context);
+    - `DecoderBlock`, called as `block(x, decoder_padding_mask=,
+      self_attention_cache=, self_attention_cache_update_index=)`, residuals through
+      `keras.layers.Add()([a, b])`;
+    - the model, `call(inputs, cache=None, cache_update_index=None, training=None)` with
+      `inputs = {"token_ids": ..., "padding_mask": ...}`: logits without a cache (training,
+      `train_on_batch`), `(logits, cache)` with one (generation). `padding_mask` marks the key
+      positions that hold tokens: the sequence's without a cache, the cache's with one
+      `(batch, LM_MAX_LENGTH)`. The cache is `(batch, blocks, 2, max_length, heads, head_dim)`.
+
+    Compiled as the `train_step` Transformer is (adam, sparse categorical crossentropy,
+    eager)."""
+    import keras
+    from keras import ops
+
+    def causal_mask(batch: int, query_length: int, key_length: int, index: int) -> Any:
+        rows = ops.expand_dims(ops.arange(query_length) + index, axis=1)
+        columns = ops.expand_dims(ops.arange(key_length), axis=0)
+        return ops.broadcast_to(ops.expand_dims(ops.greater_equal(rows, columns), 0),
+                                (batch, query_length, key_length))
+
+    class ReversibleEmbedding(keras.layers.Embedding):
+        """keras_hub's layer of that name: `reverse=True` maps hidden states to logits with
+        the transposed embedding matrix (the tied LM head)."""
+
+        def call(self, inputs: Any, reverse: bool = False) -> Any:
+            if reverse:
+                return ops.matmul(inputs, ops.transpose(ops.convert_to_tensor(self.embeddings)))
+            return super().call(inputs)
+
+    class PositionEmbedding(keras.layers.Layer):
+        """Learned positions, sliced from `start_index` on (the cache index in generation)."""
+
+        def __init__(self, sequence_length: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.sequence_length = sequence_length
+
+        def build(self, inputs_shape: Any) -> None:
+            self.position_embeddings = self.add_weight(
+                name="embeddings", shape=(self.sequence_length, inputs_shape[-1]), initializer="glorot_uniform")
+
+        def call(self, inputs: Any, start_index: Any = 0) -> Any:
+            shape = ops.shape(inputs)
+            positions = ops.slice(ops.convert_to_tensor(self.position_embeddings), (start_index, 0),
+                                  (shape[-2], shape[-1]))
+            return ops.broadcast_to(positions, shape)
+
+    class TokenAndPositionEmbedding(keras.layers.Layer):
+        def __init__(self, vocabulary_size: int, sequence_length: int, embedding_dim: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.embedding_dim = embedding_dim
+            self.token_embedding = ReversibleEmbedding(vocabulary_size, embedding_dim, name="token_embedding")
+            self.position_embedding = PositionEmbedding(sequence_length, name="position_embedding")
+
+        def build(self, inputs_shape: Any) -> None:
+            self.token_embedding.build(inputs_shape)
+            self.position_embedding.build((*inputs_shape, self.embedding_dim))
+
+        def call(self, inputs: Any, start_index: Any = 0) -> Any:
+            embedded_tokens = self.token_embedding(inputs)
+            embedded_positions = self.position_embedding(embedded_tokens, start_index=start_index)
+            return embedded_tokens + embedded_positions
+
+    class CachedAttention(keras.layers.Layer):
+        """keras_hub's CachedMultiHeadAttention, reduced: the new keys and values go into
+        `cache` at `cache_update_index`; attention runs over the whole cache."""
+
+        def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.num_heads, self.key_dim = num_heads, key_dim
+            projection = {"output_shape": (None, num_heads, key_dim), "bias_axes": "nh"}
+            self._query_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="query", **projection)
+            self._key_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="key", **projection)
+            self._value_dense = keras.layers.EinsumDense("btd,dnh->btnh", name="value", **projection)
+            self._output_dense: Any = None
+            self._softmax = keras.layers.Softmax(axis=-1)
+            self._dropout_layer = keras.layers.Dropout(dropout)
+
+        def build(self, query_shape: Any, value_shape: Any = None) -> None:
+            width = query_shape[-1]
+            for dense in (self._query_dense, self._key_dense, self._value_dense):
+                dense.build(query_shape)
+            self._output_dense = keras.layers.EinsumDense(
+                "btnh,nhd->btd", output_shape=(None, width), bias_axes="d", name="attention_output")
+            self._output_dense.build((*query_shape[:-1], self.num_heads, self.key_dim))
+
+        def call(self, query: Any, value: Any, attention_mask: Any = None, cache: Any = None,
+                 cache_update_index: Any = None, training: Any = None) -> Any:
+            query = self._query_dense(query)
+            key = self._key_dense(value)
+            value = self._value_dense(value)
+            if cache is not None:
+                start = [0, cache_update_index, 0, 0]
+                key = ops.slice_update(cache[:, 0, ...], start, key)
+                value = ops.slice_update(cache[:, 1, ...], start, value)
+                cache = ops.stack((key, value), axis=1)
+            query = ops.multiply(query, ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype))
+            scores = ops.einsum("bqnh,bknh->bnqk", query, key)
+            mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=1)
+            weights = self._dropout_layer(self._softmax(scores, mask=mask))
+            output = self._output_dense(ops.einsum("bnqk,bknh->bqnh", weights, value))
+            return output if cache is None else (output, cache)
+
+    class DecoderBlock(keras.layers.Layer):
+        """keras_hub's TransformerDecoder without cross-attention, pre-norm."""
+
+        def __init__(self, num_heads: int, intermediate_dim: int, dropout: float = 0.1, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.num_heads, self.intermediate_dim, self.dropout = num_heads, intermediate_dim, dropout
+
+        def build(self, decoder_sequence_shape: Any) -> None:
+            width = decoder_sequence_shape[-1]
+            self._self_attention_layer_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self._self_attention_layer_norm.build(decoder_sequence_shape)
+            self._self_attention_layer = CachedAttention(
+                self.num_heads, width // self.num_heads, dropout=self.dropout, name="self_attention")
+            self._self_attention_layer.build(decoder_sequence_shape)
+            self._self_attention_dropout = keras.layers.Dropout(self.dropout)
+            self._self_attention_residual = keras.layers.Add()
+            self._feedforward_layer_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+            self._feedforward_layer_norm.build(decoder_sequence_shape)
+            self._feedforward_intermediate_dense = keras.layers.Dense(self.intermediate_dim, activation="gelu")
+            self._feedforward_intermediate_dense.build(decoder_sequence_shape)
+            self._feedforward_output_dense = keras.layers.Dense(width)
+            self._feedforward_output_dense.build((*decoder_sequence_shape[:-1], self.intermediate_dim))
+            self._feedforward_dropout = keras.layers.Dropout(self.dropout)
+            self._feedforward_residual = keras.layers.Add()
+
+        def call(self, decoder_sequence: Any, decoder_padding_mask: Any = None, self_attention_cache: Any = None,
+                 self_attention_cache_update_index: Any = None, training: Any = None) -> Any:
+            x = decoder_sequence
+            batch, length = ops.shape(x)[0], ops.shape(x)[1]
+            index = self_attention_cache_update_index or 0
+            key_length = length if self_attention_cache is None else ops.shape(self_attention_cache)[2]
+            mask = causal_mask(batch, length, key_length, index)
+            if decoder_padding_mask is not None:
+                mask = ops.logical_and(mask, ops.expand_dims(ops.cast(decoder_padding_mask, "bool"), axis=1))
+            residual = x
+            x = self._self_attention_layer_norm(x)
+            attended = self._self_attention_layer(
+                query=x, value=x, attention_mask=mask, cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index)
+            if self_attention_cache is not None:
+                attended, self_attention_cache = attended
+            x = self._self_attention_residual([residual, self._self_attention_dropout(attended)])
+            residual = x
+            x = self._feedforward_layer_norm(x)
+            x = self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
+            x = self._feedforward_residual([residual, self._feedforward_dropout(x)])
+            return x if self_attention_cache is None else (x, self_attention_cache)
+
+    class KVDecoderLM(keras.Model):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.embeddings = TokenAndPositionEmbedding(LM_VOCAB, LM_MAX_LENGTH, LM_WIDTH, name="embeddings")
+            self.embeddings_dropout = keras.layers.Dropout(0.1, name="embeddings_dropout")
+            self.transformer_layers = [DecoderBlock(LM_HEADS, LM_HIDDEN, name=f"transformer_layer_{i}")
+                                       for i in range(LM_BLOCKS)]
+            self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="layer_norm")
+
+        def build(self, inputs_shape: Any) -> None:
+            token_ids_shape = tuple(inputs_shape["token_ids"])
+            hidden_shape = (*token_ids_shape, LM_WIDTH)
+            self.embeddings.build(token_ids_shape)
+            for layer in self.transformer_layers:
+                layer.build(hidden_shape)
+            self.layer_norm.build(hidden_shape)
+
+        def call(self, inputs: Any, cache: Any = None, cache_update_index: Any = None, training: Any = None) -> Any:
+            token_ids, padding_mask = inputs["token_ids"], inputs["padding_mask"]
+            x = self.embeddings(token_ids, start_index=cache_update_index or 0)
+            x = self.embeddings_dropout(x)
+            caches = []
+            for i, layer in enumerate(self.transformer_layers):
+                output = layer(x, decoder_padding_mask=padding_mask,
+                               self_attention_cache=None if cache is None else cache[:, i, ...],
+                               self_attention_cache_update_index=cache_update_index)
+                if cache is None:
+                    x = output
+                else:
+                    x, layer_cache = output
+                    caches.append(layer_cache)
+            logits = self.embeddings.token_embedding(self.layer_norm(x), reverse=True)
+            return logits if cache is None else (logits, ops.stack(caches, axis=1))
+
+    keras.utils.set_random_seed(0)
+    model = KVDecoderLM(name="kv_decoder")
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=True, jit_compile=False)
+    return model
+
+
+def kv_cache() -> Any:
+    """An empty key/value cache for `kv_decoder` (and `causal_lm`)."""
+    from keras import ops
+
+    return ops.zeros((LM_BATCH, LM_BLOCKS, 2, LM_MAX_LENGTH, LM_HEADS, LM_WIDTH // LM_HEADS))
+
+
+def kv_padding_mask(filled: int) -> Any:
+    """`kv_decoder`'s padding mask over the cache: the first `filled` positions hold tokens."""
+    from keras import ops
+
+    row = ops.less(ops.arange(LM_MAX_LENGTH), filled)
+    return ops.broadcast_to(ops.expand_dims(row, 0), (LM_BATCH, LM_MAX_LENGTH))
+
+
+def kv_generate(model: Any, prompt: Any, new_tokens: int = LM_NEW) -> Any:
+    """Greedy decoding with `kv_decoder`, as `greedy_generate`: the prompt fills the cache,
+    then each new token is fed back alone, the model called with a dict and cache keywords."""
+    from keras import ops
+
+    cache = kv_cache()
+    tokens, inputs, index = prompt, prompt, 0
+    for _ in range(new_tokens):
+        length = ops.shape(inputs)[1]
+        logits, cache = model({"token_ids": inputs, "padding_mask": kv_padding_mask(index + length)},
+                              cache=cache, cache_update_index=index)
+        index += length
+        inputs = ops.expand_dims(ops.cast(ops.argmax(logits[:, -1, :], axis=-1), "int32"), axis=1)
+        tokens = ops.concatenate([tokens, inputs], axis=1)
+    return tokens
+
+
+def kv_training_batch() -> tuple[dict[str, Any], Any]:
+    """`kv_decoder`'s training batch: `x = {"token_ids", "padding_mask"}` (the second
+    sequence padded after 9 tokens) and the next-token labels, NumPy arrays as
+    `train_on_batch` takes them."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, LM_VOCAB, (LM_BATCH, KV_SEQUENCE + 1)).astype("int32")
+    padding_mask = np.ones((LM_BATCH, KV_SEQUENCE), dtype="int32")
+    padding_mask[1, 9:] = 0
+    return {"token_ids": tokens[:, :-1], "padding_mask": padding_mask}, tokens[:, 1:]
+
+
+def keyword_call() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """`callspec_keywords`: a layer with a KerasHub-style call signature, its positional
+    arguments and its keyword arguments, for `block(x, attention_mask=m, cache=c,
+    cache_update_index=8)` (backend tensors, the index a Python int); called once."""
+    import keras
+    from keras import ops
+
+    class KeywordBlock(keras.layers.Layer):
+        def call(self, inputs: Any, attention_mask: Any = None, cache: Any = None, cache_update_index: Any = None,
+                 training: Any = None) -> Any:
+            return inputs
+
+    block = KeywordBlock(name="keyword_block")
+    x = ops.zeros((LM_BATCH, 1, LM_WIDTH))
+    kwargs = {"attention_mask": ops.ones((LM_BATCH, 1, LM_MAX_LENGTH), dtype="bool"), "cache": kv_cache(),
+              "cache_update_index": LM_PROMPT}
+    block(x, **kwargs)
+    return block, (x,), kwargs
+
+
 def convnet() -> Any:
     """(Conv2D, BatchNormalization, ReLU, MaxPooling2D) x 2, GlobalAveragePooling2D, Dense(10)."""
     import keras
@@ -286,15 +568,81 @@ def data() -> dict[str, Any]:
     }
 
 
-def slow_callspec(layer: Any, x: Any) -> Callable[[], Any]:
-    """Upstream's constructor for `layer(x)`, as tests/equivalence/helpers.slow_spec builds it,
-    but with the arity decided once: the timed callable calls `CallSpec` and nothing else."""
+def slow_callspec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """Upstream's constructor for `layer(*args, **kwargs)`, as tests/equivalence/helpers.slow_spec
+    builds it, but with the arity decided once: the timed callable calls `CallSpec` and nothing
+    else. Without `kwargs` every call gets a new empty dict, as `layer(x)` does; `kwargs`, when
+    given, must hold no call-context argument the layer's `call()` lacks (the constructor would
+    pop it, and the next call would differ)."""
     from keras.src.layers.layer import CallSpec
 
+    signature = layer._call_signature
     if "call_context_args" in inspect.signature(CallSpec.__init__).parameters:  # 3.10+
         context = layer._call_context_args
-        return lambda: CallSpec(layer._call_signature, context, (x,), {})
-    return lambda: CallSpec(layer._call_signature, (x,), {})
+        if kwargs is None:
+            return lambda: CallSpec(signature, context, args, {})
+        return lambda: CallSpec(signature, context, args, kwargs)
+    if kwargs is None:
+        return lambda: CallSpec(signature, args, {})
+    return lambda: CallSpec(signature, args, kwargs)
+
+
+def fast_bound_method(callspec: type) -> Callable[..., Any] | None:
+    """`CallSpec._fast_bound` when it has the extension's current form, `(bindings, layer, args,
+    kwargs)`, returning a CallSpec or None (not fast); None when this Keras has no `_fast_bound`
+    (upstream, keras-nightly) or the older `(bindings, args, kwargs)`, which needs its caller's
+    eligibility check first."""
+    method: Callable[..., Any] | None = getattr(callspec, "_fast_bound", None)
+    if method is None:
+        return None
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return None
+    if len(parameters) != 4 or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                   for p in parameters.values()):
+        return None
+    return method
+
+
+def spec_summary(spec: Any) -> dict[str, Any]:
+    """What a CallSpec holds, its values by identity (tensors have no usable `==`)."""
+    def shown(value: Any) -> Any:
+        if isinstance(value, dict):
+            return [(key, id(item)) for key, item in value.items()]
+        if isinstance(value, list):
+            return list(value)
+        return id(value) if not isinstance(value, bool) else value
+
+    return {name: shown(getattr(spec, name)) for name in (
+        "user_arguments_dict", "arguments_dict", "argument_names", "tensor_arguments_dict",
+        "tensor_arguments_names", "nested_tensor_argument_names", "first_arg", "eager")}
+
+
+def fast_bound_callspec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any] | None:
+    """The fork's `CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, args, kwargs)`
+    as a zero-argument callable, or None when this build cannot take it for this call: no
+    `_fast_bound` of the current form, no bindings for the layer, or a None result (the fork
+    then builds the CallSpec with upstream's constructor). The fast CallSpec must hold what
+    upstream's constructor builds; a `_fast_bound` that pops from `kwargs` is timed with a
+    new copy of them per call."""
+    from keras.src.layers.layer import CallSpec
+
+    method = fast_bound_method(CallSpec)
+    bindings = getattr(layer, "_call_spec_fast_bindings", None)
+    if method is None or bindings is None:
+        return None
+    trial = dict(kwargs)
+    spec = method(bindings, layer, args, trial)
+    if spec is None:
+        return None
+    expected = slow_callspec(layer, args, dict(kwargs))()
+    if spec_summary(spec) != spec_summary(expected):
+        raise AssertionError(f"CallSpec._fast_bound built another CallSpec than upstream's constructor for "
+                             f"{type(layer).__name__}: {spec_summary(spec)} != {spec_summary(expected)}")
+    if trial != kwargs:
+        return lambda: method(bindings, layer, args, dict(kwargs))
+    return lambda: method(bindings, layer, args, kwargs)
 
 
 def workload(case: str) -> Callable[[], Any]:
@@ -315,7 +663,10 @@ def workload(case: str) -> Callable[[], Any]:
             plan = dense._call_spec_fast_plan
             run = lambda: CallSpec._fast(plan, x)  # noqa: E731
         else:
-            run = slow_callspec(dense, x)
+            run = slow_callspec(dense, (x,))
+    elif case == "callspec_keywords":
+        block, block_args, block_kwargs = keyword_call()
+        run = fast_bound_callspec(block, block_args, block_kwargs) or slow_callspec(block, block_args, block_kwargs)
     elif case == "mlp":
         sequential, mlp_x = mlp(), keras.ops.convert_to_tensor(arrays["mlp"])
         run = lambda: sequential(mlp_x)  # noqa: E731
@@ -344,21 +695,43 @@ def workload(case: str) -> Callable[[], Any]:
 @contextmanager
 def counting() -> Iterator[dict[str, int]]:
     """Count CallSpecs built by the slow constructor and by the fast ones
-    (`CallSpec._fast`, and `CallSpec._fast_bound` when the wheel has the extension)."""
+    (`CallSpec._fast`, and `CallSpec._fast_bound` when the wheel has the extension).
+
+    A fast constructor counts only when it returned a CallSpec: `_fast_bound` returns None
+    for a call it cannot take, and `Layer.__call__` then builds the CallSpec with the slow
+    constructor, which counts it. One count per CallSpec: a fast constructor called from
+    inside another is not counted again, and one that ran the slow constructor itself counts
+    as slow (the slow one counted it)."""
+    import functools
+
     from keras.src.layers.layer import CallSpec
 
     counts = {"slow": 0, "fast": 0}
+    depth = {"slow": 0, "fast": 0}
     original_init = CallSpec.__init__
     originals = {name: CallSpec.__dict__[name] for name in ("_fast", "_fast_bound") if name in CallSpec.__dict__}
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        counts["slow"] += 1
-        original_init(self, *args, **kwargs)
+        if depth["slow"] == 0:
+            counts["slow"] += 1
+        depth["slow"] += 1
+        try:
+            original_init(self, *args, **kwargs)
+        finally:
+            depth["slow"] -= 1
 
     def counted(function: Callable[..., Any]) -> classmethod[Any, ..., Any]:
-        def fast(cls: type, *args: Any) -> Any:
-            counts["fast"] += 1
-            return function(cls, *args)
+        @functools.wraps(function)
+        def fast(cls: type, *args: Any, **kwargs: Any) -> Any:
+            slow_before = counts["slow"]
+            depth["fast"] += 1
+            try:
+                spec = function(cls, *args, **kwargs)
+            finally:
+                depth["fast"] -= 1
+            if spec is not None and depth["fast"] == 0 and depth["slow"] == 0 and counts["slow"] == slow_before:
+                counts["fast"] += 1
+            return spec
 
         return classmethod(fast)
 
@@ -373,9 +746,11 @@ def counting() -> Iterator[dict[str, int]]:
             setattr(CallSpec, name, method)
 
 
-def call_counts(backend: str) -> dict[str, dict[str, int]] | None:
+def call_counts(backend: str) -> dict[str, dict[str, Any]] | None:
     """CallSpecs per call, slow and fast, after a warm-up call of each; None when this Keras
-    has no `keras.src.layers.layer.CallSpec` to count (another internal layout)."""
+    has no `keras.src.layers.layer.CallSpec` to count (another internal layout). The
+    greedy loops also give them per generated token (`tokens`, `slow_per_token`,
+    `fast_per_token`)."""
     import keras
 
     try:
@@ -391,9 +766,11 @@ def call_counts(backend: str) -> dict[str, dict[str, int]] | None:
     dense, dense_x = keras.layers.Dense(4), keras.ops.convert_to_tensor(arrays["dense"])
     language_model, prompt = causal_lm(), keras.ops.convert_to_tensor(arrays["prompt"])
     conv_model = convnet()
-    head_dim = LM_WIDTH // LM_HEADS
-    cache = keras.ops.zeros((LM_BATCH, LM_BLOCKS, 2, LM_MAX_LENGTH, LM_HEADS, head_dim))
+    cache = kv_cache()
     step = prompt[:, :1]
+    decoder = kv_decoder()
+    step_inputs = {"token_ids": step, "padding_mask": kv_padding_mask(LM_PROMPT + 1)}
+    kv_batch = kv_training_batch()
     shapes: dict[str, Callable[[], Any]] = {
         "dense: layer(x)": lambda: dense(dense_x),
         "mlp: model(x)": lambda: sequential(mlp_x),
@@ -407,15 +784,22 @@ def call_counts(backend: str) -> dict[str, dict[str, int]] | None:
             lambda: language_model(step, cache=cache, cache_update_index=LM_PROMPT),
         f"generate: greedy loop, {LM_NEW} tokens": lambda: greedy_generate(language_model, prompt),
         "conv_predict: predict_on_batch(x)": lambda: conv_model.predict_on_batch(arrays["images"]),
+        KV_ONE_TOKEN: lambda: decoder(step_inputs, cache=cache, cache_update_index=LM_PROMPT),
+        KV_GREEDY_LOOP: lambda: kv_generate(decoder, prompt),
+        KV_TRAIN_ON_BATCH: lambda: decoder.train_on_batch(*kv_batch),
     }
     if "train_step" in UNSUPPORTED.get(backend, ()):
-        del shapes["transformer: train_on_batch"]
-    result = {}
+        del shapes["transformer: train_on_batch"], shapes[KV_TRAIN_ON_BATCH]
+    result: dict[str, dict[str, Any]] = {}
     for name, run in shapes.items():
         run()
         with counting() as counts:
             run()
         result[name] = dict(counts)
+    for name in (f"generate: greedy loop, {LM_NEW} tokens", KV_GREEDY_LOOP):
+        counted = result[name]
+        counted.update(tokens=LM_NEW, slow_per_token=counted["slow"] / LM_NEW,
+                       fast_per_token=counted["fast"] / LM_NEW)
     return result
 
 

@@ -6,12 +6,14 @@ as the `keras` import package, so it needs its own environment) and the fork's
 wheel; with --ablation, also one per patch of the series the fork applies, built
 without that patch. Then:
 
-1. counts the CallSpecs built by the slow constructor and by `CallSpec._fast`
-   per call in each (deterministic, machine-independent);
+1. counts the CallSpecs built by the slow constructor and by the fast ones
+   (`CallSpec._fast`, `CallSpec._fast_bound`) per call in each (deterministic,
+   machine-independent);
 2. times every case of tests/bench/cases.py with pyperf, alternating the
    environments round by round so that drifts of the machine hit all alike;
 3. times forkgen itself: `forkgen build` from a warm cache, and analyze + apply;
-4. prints a table, writes patched_keras/bench/results.json and ratios.png.
+4. prints a table and the issue's targets (ratios and counts), writes
+   patched_keras/bench/results.json and ratios.png.
 
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0
         [--nightly keras-nightly==3.16.0.dev2026102704] [--backend torch] [--rounds 3]
@@ -46,7 +48,16 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 OUT = ROOT / "patched_keras" / "bench"
 sys.path.insert(0, str(HERE))
-from cases import CASES, DESCRIPTIONS, MODEL_CASES, UNSUPPORTED  # noqa: E402
+from cases import (  # noqa: E402
+    CASES,
+    DESCRIPTIONS,
+    KV_GREEDY_LOOP,
+    KV_ONE_TOKEN,
+    KV_TRAIN_ON_BATCH,
+    MICRO_CASES,
+    MODEL_CASES,
+    UNSUPPORTED,
+)
 
 #: keras-nightly of the pinned release's time (`--nightly` overrides it).
 NIGHTLY = "keras-nightly==3.16.0.dev2026102704"
@@ -54,14 +65,31 @@ NIGHTLY = "keras-nightly==3.16.0.dev2026102704"
 BUILDS = ("upstream", "nightly", "fork")
 #: The ratios reported per case: (numerator, denominator).
 RATIOS = (("fork", "upstream"), ("nightly", "upstream"), ("fork", "nightly"))
-#: The issue's targets per case: fork/upstream at most the first, fork/nightly at most the second.
-TARGETS: dict[str, tuple[float, float]] = {
+#: The issue's targets per case: fork/upstream at most the first, fork/nightly at most the second
+#: (if there is one: nightly has no fast constructor to time in the micro cases).
+TARGETS: dict[str, tuple[float, ...]] = {
+    "callspec_keywords": (0.20,),
     "dense": (0.60, 0.90),
     "mlp": (0.65, 0.90),
     "mlp_inference": (0.65, 0.90),
     "transformer": (0.75, 0.95),
     "train_step": (0.75, 0.95),
     "generate": (0.75, 0.95),
+}
+#: The issue's target on the CallSpec counts, met when the fork builds no CallSpec with the slow
+#: constructor in these calls of the `kv_decoder` model (tests/bench/cases.py).
+COUNT_TARGET = "slow CallSpecs per generated token and per train_on_batch step: 0"
+#: The calls it looks at: (count entry, its key, what the summary calls it).
+COUNT_TARGET_CALLS = (
+    (KV_ONE_TOKEN, "slow", "per generated token (one decode step)"),
+    (KV_GREEDY_LOOP, "slow_per_token", f"per generated token (greedy loop of {KV_GREEDY_LOOP.split(', ')[-1]})"),
+    (KV_TRAIN_ON_BATCH, "slow", "per train_on_batch step"),
+)
+#: The issue's timed targets as it words them, beside the ratio targets of TARGETS.
+TARGET_TEXT = {
+    "callspec_keywords": "CallSpec of block(x, attention_mask=m, cache=c, cache_update_index=8): "
+                         "fork/upstream ≤ 0.20 (at least 5x faster)",
+    "dense": "Dense(4)(x) no slower than before",
 }
 #: Which per-call count goes beside each timed case in the table.
 COUNT_FOR_CASE = {
@@ -349,7 +377,11 @@ def count(results: dict[str, Any], kind: str, shape: str | None) -> str:
         return "-"
     if measured is None or shape not in measured:
         return "n/a"
-    return f"{measured[shape]['slow']}/{measured[shape]['fast']}"
+    entry = measured[shape]
+    text = f"{entry['slow']}/{entry['fast']}"
+    if "slow_per_token" in entry:
+        text += f" ({entry['slow_per_token']:g}/{entry['fast_per_token']:g} per token)"
+    return text
 
 
 def removed_text(build: dict[str, Any]) -> str:
@@ -359,6 +391,87 @@ def removed_text(build: dict[str, Any]) -> str:
 
 def without(build: dict[str, Any]) -> str:
     return " + ".join([build["patch"], *build["also_removed"]])
+
+
+def count_target(results: dict[str, Any]) -> dict[str, Any]:
+    """COUNT_TARGET in every build that was counted; met when every such count of the fork is 0."""
+    values: dict[str, dict[str, float] | None] = {}
+    for kind, data in results["counts"].items():
+        measured = data.get("counts")
+        values[kind] = None if measured is None else {
+            label: measured[shape][key] for shape, key, label in COUNT_TARGET_CALLS if shape in measured}
+    fork = values.get("fork") or {}
+    return {"target": COUNT_TARGET, "of": "fork", "values": values,
+            "met": bool(fork) and all(value == 0 for value in fork.values())}
+
+
+def ratio_target(results: dict[str, Any], case: str, before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """TARGET_TEXT[case]: the case's ratio targets (TARGETS); for `before`, also no slower than
+    the fork/upstream ratio of an earlier run (`before`: its ratio and standard error) beyond
+    two standard errors. `met` is None when the case was not timed."""
+    entry: dict[str, Any] = {"target": TARGET_TEXT[case], "case": case, "ratios": {}, "before": before, "met": None}
+    row = next((r for r in results["cases"] if r["case"] == case), None)
+    if row is None:
+        return entry
+    for name, target in row["targets"].items():
+        entry["ratios"][name] = {**row["ratios"][name], "at_most": target["at_most"], "met": target["met"]}
+    met = all(target["met"] for target in row["targets"].values())
+    now = row["ratios"].get("fork/upstream")
+    if before is not None and now is not None:
+        errors = [e for e in (now["standard_error"], before.get("standard_error")) if e is not None]
+        slack = 2 * math.hypot(*errors) if errors else 0.0
+        entry["no_slower_than_before"] = now["ratio"] <= before["ratio"] + slack
+        met = met and entry["no_slower_than_before"]
+    entry["met"] = met
+    return entry
+
+
+def previous_dense(path: Path, backend: str) -> dict[str, Any] | None:
+    """The dense fork/upstream ratio of the results.json an earlier run left, if it ran on this
+    backend: the "before" of "Dense(4)(x) no slower than before"."""
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        if previous.get("backend") != backend:
+            return None
+        row = next(r for r in previous["cases"] if r["case"] == "dense")
+        ratio = row["ratios"]["fork/upstream"]
+        return {"fork_version": previous.get("fork_version"), "ratio": float(ratio["ratio"]),
+                "standard_error": ratio.get("standard_error")}
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+
+
+def issue_targets(results: dict[str, Any], before_dense: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return [count_target(results), ratio_target(results, "callspec_keywords"),
+            ratio_target(results, "dense", before_dense)]
+
+
+def targets_text(targets: list[dict[str, Any]]) -> str:
+    lines = ["The issue's targets (informational):"]
+    for target in targets:
+        verdict_text = {True: "met", False: "missed", None: "not timed"}[target["met"]]
+        if "values" in target:
+            def counted(values: dict[str, float] | None) -> str:
+                if not values:
+                    return "n/a"
+                return ", ".join(f"{value:g} {label}" for label, value in values.items())
+
+            others = "; ".join(f"{kind} {counted(values)}" for kind, values in target["values"].items()
+                               if kind != "fork")
+            lines.append(f"- {target['target']}: fork {counted(target['values'].get('fork'))}: {verdict_text}"
+                         + (f" (kv_decoder; {others})" if others else " (kv_decoder)"))
+            continue
+        parts = [f"{name} {shown(ratio)} (≤ {ratio['at_most']:.2f}: {'met' if ratio['met'] else 'missed'})"
+                 for name, ratio in target["ratios"].items()]
+        before = target.get("before")
+        if before is not None and "no_slower_than_before" in target:
+            error = "?" if before.get("standard_error") is None else f"{before['standard_error']:.3f}"
+            parts.append(f"before (the previous results.json, fork {before['fork_version']}): fork/upstream "
+                         f"{before['ratio']:.3f} ± {error}, "
+                         f"{'no slower' if target['no_slower_than_before'] else 'SLOWER'} beyond two standard errors")
+        lines.append(f"- {target['target']} ({target['case']}): " + ("; ".join(parts) + ": " if parts else "")
+                     + verdict_text)
+    return "\n".join(lines)
 
 
 def table(results: dict[str, Any]) -> str:
@@ -573,14 +686,15 @@ def main() -> int:
                      "cases": cases, "ablation_cases": ablation_cases},
         "counts": counted, "ablation": ablations, "cases": [],
     }
+    before_dense = previous_dense(OUT / "results.json", args.backend)  # before this run overwrites it
     OUT.mkdir(parents=True, exist_ok=True)
     work = OUT / "pyperf" / args.backend  # kept: `python -m pyperf stats|hist|compare_to FILE`
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     started = time.perf_counter()
     for case in cases:
-        # The CallSpec micro case compares the two constructors; keras-nightly has only upstream's.
-        kinds = ["upstream", "fork"] if case == "callspec" else list(BUILDS)
+        # The CallSpec micro cases compare the two constructors; keras-nightly has only upstream's.
+        kinds = ["upstream", "fork"] if case in MICRO_CASES else list(BUILDS)
         if case in ablation_cases:
             kinds += [b["kind"] for b in ablations if b["wheel"]]
         log(f"timing {case} in {', '.join(kinds)}: {DESCRIPTIONS[case]}")
@@ -589,6 +703,7 @@ def main() -> int:
     if not args.no_tool_cost:
         log("timing forkgen build (warm cache) and analyze + apply")
         results["tool"] = tool_cost(args.upstream, distribution)
+    results["issue_targets"] = issue_targets(results, before_dense)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     chart(results, OUT / "ratios.png")
     print(f"Keras {upstream_version} (upstream), keras-nightly {results['nightly_version']} and "
@@ -599,6 +714,8 @@ def main() -> int:
           f"{args.rounds} rounds × {args.processes} processes × {args.values} values, "
           f"timings took {results['timing_seconds'] / 60:.1f} min")
     print(table(results))
+    print()
+    print(targets_text(results["issue_targets"]))
     if "tool" in results:
         tool = results["tool"]
         print(f"\nforkgen build (warm cache): {tool['build_seconds']:.1f} s; "

@@ -104,11 +104,12 @@ def slow_spec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def fast_spec(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The CallSpec the patched `__call__` builds on its fast path for `layer(*args, **kwargs)`:
     `CallSpec._fast` for one tensor and no kwargs on a layer with a plan, else
-    `CallSpec._fast_bound` (which, like `slow_spec`, may remove `training` from `kwargs`).
+    `CallSpec._fast_bound` (which, like `slow_spec`, may pop call-context keywords from
+    `kwargs`, and returns None for a call it hands to the slow constructor).
     Whether the guard would take the fast path at all is not checked here."""
     if not kwargs and len(args) == 1 and layer._call_spec_fast_plan is not None:
         return CallSpec._fast(layer._call_spec_fast_plan, args[0])
-    return CallSpec._fast_bound(layer._call_spec_fast_bindings, args, kwargs)
+    return CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, args, kwargs)
 
 
 def tensor(value: float = 1.0, shape: tuple[int, ...] = (2, 3)) -> Any:
@@ -124,8 +125,8 @@ def to_numpy(x: Any) -> Any:
     return keras.ops.convert_to_numpy(x)
 
 
-#: Whether the installed fork carries the extension (`CallSpec._fast_bound`: several
-#: positional tensors, `training=<bool>`). Wheels built with the base patch only do not.
+#: Whether the installed fork carries the extension (`CallSpec._fast_bound`: every call
+#: that binds). Wheels built with the base patch only do not.
 HAS_EXTENSION = "_fast_bound" in CallSpec.__dict__
 
 
@@ -151,6 +152,10 @@ class Recorder:
     fast: list[Any] = field(default_factory=list)
     bound: list[Any] = field(default_factory=list)
     built: list[Built] = field(default_factory=list)
+    #: Calls `CallSpec._fast_bound` declined (returned None for): the layer and the kwargs.
+    declined: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    #: Declined calls that nonetheless changed the kwargs dict (must stay empty).
+    declined_mutations: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     received: list[tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
 
     @property
@@ -189,10 +194,15 @@ def recording() -> Iterator[Recorder]:
         recorder.built.append(Built("fast", spec, {}, caller(), {}))
         return spec
 
-    def bound(cls: type, bindings: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    def bound(cls: type, bindings: Any, layer: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         assert original_bound is not None
         before = dict(kwargs)
-        spec = original_bound(cls, bindings, args, kwargs)
+        spec = original_bound(cls, bindings, layer, args, kwargs)
+        if spec is None:  # handed to the slow constructor, which records itself
+            recorder.declined.append((layer, before))
+            if dict(kwargs) != before or list(kwargs) != list(before):
+                recorder.declined_mutations.append((before, dict(kwargs)))
+            return spec
         recorder.bound.append(spec)
         recorder.built.append(Built("bound", spec, dict(kwargs), caller(), before))
         return spec
@@ -326,8 +336,10 @@ class Twins:
                 found.append(f"{describe}: error {self.on[1]!r} != {self.off[1]!r}")
         elif comparable(self.on[1], values) != comparable(self.off[1], values):
             found.append(f"{describe}: output {comparable(self.on[1], values)!r} != {comparable(self.off[1], values)!r}")
-        if self.slow.fast or self.slow.bound:
+        if self.slow.fast or self.slow.bound or self.slow.declined:
             found.append(f"{describe}: the kill-switched twin took a fast path")
+        if self.fast.declined_mutations:
+            found.append(f"{describe}: a declined _fast_bound changed kwargs: {self.fast.declined_mutations!r}")
         if len(self.fast.built) != len(self.slow.built):
             found.append(f"{describe}: {self.fast.paths} CallSpecs built vs {self.slow.paths}")
         for on, off in zip(self.fast.built, self.slow.built, strict=False):

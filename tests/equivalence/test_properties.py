@@ -1,8 +1,8 @@
 """Property-based equivalence on the installed Keras: generated signatures and calls,
 fast path on vs off, compared on CallSpecs, outputs, exceptions, and the training and
-mask values that reach a nested layer; and, for the calls the extension is about
-(several positional tensors, `training=<bool>`), which path `__call__` takes, decided
-here from the signature alone."""
+mask values that reach a nested layer; and, for every call shape (keywords, `training=None`,
+nested and plain values, `*args`/`**kwargs`), which path `__call__` takes, decided here
+from the signature and from whether upstream's own constructor binds the call."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tests.equivalence.helpers import (
     Recorder,
     catch,
     comparable,
+    flatten,
     layer_with_signature,
     recording,
     run_twins,
@@ -127,30 +128,40 @@ def test_signature_strategy_reaches_both_paths() -> None:
     eligible = layer_with_signature([P("inputs", P.POSITIONAL_OR_KEYWORD), P("training", P.POSITIONAL_OR_KEYWORD, default=None)])
     ineligible = layer_with_signature([P("inputs", P.VAR_POSITIONAL)])
     assert eligible._call_spec_fast_plan is not None and eligible._call_spec_fast_path
-    assert ineligible._call_spec_fast_plan is None and not ineligible._call_spec_fast_path
+    # No plan for layer(x); the extension's bindings (every call that binds) still set the flag.
+    assert ineligible._call_spec_fast_plan is None
+    assert ineligible._call_spec_fast_path is (ineligible._call_spec_fast_bindings is not None) is HAS_EXTENSION
     assert inspect.signature(eligible.call).parameters.keys() == {"inputs", "training"}
     for wanted in (True, False):
         find(signatures(), lambda parameters, wanted=wanted: (layer_with_signature(parameters)._call_spec_fast_plan is not None) is wanted,
              settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))
 
 
-# -- the extension: several positional tensors and training=<bool> --------------------
+# -- the extension: every other call that binds ---------------------------------------
 
 POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
 #: Defaults of defaulted parameters: plain ones and, fewer, tensor-like ones.
 PLAIN_OR_NOT = [None, None, None, 0, 1.5, (3, 3), [], (), (None, None), "same", tensor(7.0), (tensor(8.0), None)]
 T1, T2, T3, SYM = tensor(1.0), tensor(2.0), tensor(3.0), symbolic()
 TENSORS = [T1, T2, T3]
-#: Positional arguments that are not one tensor each (they keep the slow path).
-SPOILERS = [None, [T1, T2]]
-ODD_KWARGS = [{"training": None}, {"training": np.True_}, {"training": 1}, {"training": True, "flag": 1}, {"mask": None}]
+#: Positional arguments that are not one tensor each: None, nested tensors (Add()([a, b]),
+#: a dict input), and a plain value (rejected by `__call__` before any CallSpec).
+SPOILERS = [None, [T1, T2], (T2, None), {"a": T1, "b": T3}, 3]
+#: Keyword values: tensors, symbolic ones, None, plain values, nested ones with tensors
+#: (and None), empty ones, and nested values mixing tensors with plain ones (the
+#: constructor raises).
+KEYWORD_VALUES = [T1, T2, SYM, None, None, 0, 8, 1.5, "s", True, False, (T1, None), [T1, T2], {"k": T3},
+                  (1, 2), (), {}, [T1, 1]]
+#: Keyword names beyond the signature's: unexpected ones (`**kwargs` takes them, or the
+#: call does not bind), `training` and `mask` (call-context and mask arguments).
+EXTRA_NAMES = ["training", "training", "mask", "flag", "extra"]
 
 
 @st.composite
 def bound_signatures(draw: st.DrawFn) -> list[P]:
     """Signatures with up to 4 positional parameters (the first ones required), a
     `training` of any kind, at any place, with or without a default, keyword-only
-    parameters, and sometimes `*args` or `**kwargs`."""
+    parameters (some required), and sometimes `*args` and/or `**kwargs`."""
     count = draw(st.sampled_from([0, 1, 1, 2, 2, 2, 3, 3, 4]))
     required = draw(st.integers(0, count))
     positional = []
@@ -159,7 +170,7 @@ def bound_signatures(draw: st.DrawFn) -> list[P]:
         default = P.empty if i < required else draw(st.sampled_from(PLAIN_OR_NOT))
         positional.append(P(name, kind, default=default))
     keyword = [P(name, P.KEYWORD_ONLY, default=draw(st.sampled_from([P.empty, *PLAIN_OR_NOT])))
-               for name in draw(st.lists(st.sampled_from(["flag", "mask", "scale"]), max_size=2, unique=True))]
+               for name in draw(st.lists(st.sampled_from(["flag", "mask", "scale", "cache"]), max_size=3, unique=True))]
     training_kind = draw(st.sampled_from([None, None, P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY,
                                           P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY, P.POSITIONAL_OR_KEYWORD]))
     if training_kind is not None:
@@ -176,19 +187,19 @@ def bound_signatures(draw: st.DrawFn) -> list[P]:
         if parameter.default is P.empty and seen_default:
             positional[i] = parameter.replace(default=None)
         seen_default |= positional[i].default is not P.empty
-    var = draw(st.sampled_from([None] * 14 + ["args", "kwargs"]))
-    middle = [P("args", P.VAR_POSITIONAL)] if var == "args" else []
-    tail = [P("kwargs", P.VAR_KEYWORD)] if var == "kwargs" else []
+    var = draw(st.sampled_from([None] * 6 + ["args", "kwargs", "both"]))
+    middle = [P("args", P.VAR_POSITIONAL)] if var in ("args", "both") else []
+    tail = [P("kwargs", P.VAR_KEYWORD)] if var in ("kwargs", "both") else []
     return positional + middle + keyword + tail
 
 
 @st.composite
 def bound_calls(draw: st.DrawFn, parameters: list[P]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
-    """A call of a layer whose call() has `parameters`: mostly n tensors for the
-    leading positional parameters, no kwargs or `training=<bool>`, sometimes a
-    KerasTensor among the tensors (a symbolic call, still fast); else any n from 0 to 4,
-    a None or a nested list, odd kwargs. And whether `training` stays a call-context
-    argument (V4)."""
+    """A call of a layer whose call() has `parameters`: mostly tensors for the leading
+    positional parameters (sometimes a KerasTensor: a symbolic call; sometimes None, a
+    nested value or a plain one), then keywords: the signature's own names, in any order,
+    and sometimes names it does not have, with values of every kind (`training=None`
+    among them). And whether `training` stays a call-context argument (V4)."""
     leading = required = 0
     for parameter in parameters:
         if parameter.kind not in POSITIONAL or parameter.name == "training":
@@ -198,14 +209,23 @@ def bound_calls(draw: st.DrawFn, parameters: list[P]) -> tuple[tuple[Any, ...], 
     if leading and draw(st.sampled_from([True] * 5 + [False])):
         count = draw(st.integers(max(1, required), leading))
     else:
-        count = draw(st.sampled_from([1, 2, 3, 0, 4]))
+        count = draw(st.sampled_from([1, 2, 3, 0, 4, 5]))
     args = [draw(st.sampled_from(TENSORS)) for _ in range(count)]
     if args and not draw(st.integers(0, 4)):
         args[draw(st.integers(0, count - 1))] = SYM
-    if args and not draw(st.integers(0, 5)):
+    if args and not draw(st.integers(0, 3)):
         args[draw(st.integers(0, count - 1))] = draw(st.sampled_from(SPOILERS))
-    choice = draw(st.integers(0, 5))
-    kwargs = {} if choice < 2 else {"training": choice % 2 == 0} if choice < 5 else dict(draw(st.sampled_from(ODD_KWARGS)))
+    names = [p.name for p in parameters if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    unbound = names[count:] + names[:count] if draw(st.integers(0, 5)) else names
+    keys = draw(st.lists(st.sampled_from(unbound + EXTRA_NAMES), max_size=4, unique=True)) if unbound else []
+    if not keys and draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from(EXTRA_NAMES), max_size=2, unique=True))
+    kwargs = {}
+    for key in keys:
+        if key == "training":
+            kwargs[key] = draw(st.sampled_from([None, True, False, None]))
+        else:
+            kwargs[key] = draw(st.sampled_from(KEYWORD_VALUES))
     context = draw(st.sampled_from([True, True, True, False])) if variant() == "V4" else True
     return tuple(args), kwargs, context
 
@@ -240,50 +260,58 @@ def tensor_like(value: Any) -> bool:
     return isinstance(value, keras.KerasTensor) or keras.ops.is_tensor(value)
 
 
-def expected_path(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], context: bool) -> str:
-    """Which constructor `layer(*args, **kwargs)` must use, from the README's rule:
-    "fast" (`layer(x)` on a layer whose other parameters all have plain defaults),
-    "bound" (n positional tensors bound to the first n parameters, none of them
-    `training`, every later parameter with a plain default, `training` excepted when
-    passed; kwargs empty or exactly `training=<bool>`; V4: a `training` call() does
-    not take is accepted only while it is a call-context argument), else "slow"."""
-    n = len(args)
-    if n == 0 or not all(tensor_like(a) for a in args) or n > len(parameters):
-        return "slow"
-    if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in parameters):
-        return "slow"
-    if any(p.name == "training" and p.kind is P.POSITIONAL_ONLY for p in parameters):
-        return "slow"
-    first, rest = parameters[:n], parameters[n:]
-    if any(p.kind not in POSITIONAL for p in first):
-        return "slow"
-    if not kwargs and n == 1:
-        return "fast" if all(plain(p.default) for p in rest) else "slow"
-    if not HAS_EXTENSION:
-        return "slow"
-    passes_training = bool(kwargs)
-    if passes_training and (list(kwargs) != ["training"] or type(kwargs["training"]) is not bool):
-        return "slow"
-    if any(p.name == "training" for p in first):
-        return "slow"
-    if not all(plain(p.default) or (passes_training and p.name == "training") for p in rest):
-        return "slow"
-    names = [p.name for p in parameters]
-    if passes_training and "training" not in names and variant() == "V4" and not context:
-        return "slow"
-    return "bound"
-
-
-def expected_flag(parameters: list[P]) -> bool:
-    """`_call_spec_fast_path` as built: some call of the layer may take a fast path."""
-    tensors = (T1, T2, T3, T1, T2)
-    shapes = [((tensors[0],), {})]
-    shapes += [(tensors[:n], kw) for n in range(1, len(parameters) + 1) for kw in ({}, {"training": True})]
-    return any(expected_path(parameters, args, kwargs, True) != "slow" for args, kwargs in shapes)
-
-
 def without_training_context(layer: Any) -> None:
     layer._call_context_args = set(layer._call_context_args) - {"training"}
+
+
+def binds(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], context: bool) -> bool:
+    """Whether upstream's constructor builds a CallSpec for `layer(*args, **kwargs)`
+    (it raises for a call that does not bind or mixes tensors with other values in a
+    nested argument): upstream is the oracle."""
+    probe = layer_with_signature(parameters)
+    if not context:
+        without_training_context(probe)
+    try:
+        slow_spec(probe, args, dict(kwargs))
+    except Exception:  # noqa: BLE001 - any error means: no CallSpec
+        return False
+    return True
+
+
+def has_plan(parameters: list[P]) -> bool:
+    """The base patch's rule for `layer(x)`: the first parameter takes a positional
+    argument, no `*args`/`**kwargs`, every other parameter has a plain default, no
+    positional-only `training`."""
+    if not parameters or parameters[0].kind not in POSITIONAL:
+        return False
+    if any(p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD) for p in parameters):
+        return False
+    if any(p.name == "training" and p.kind is P.POSITIONAL_ONLY for p in parameters):
+        return False
+    return all(plain(p.default) for p in parameters[1:])
+
+
+def has_bindings(parameters: list[P]) -> bool:
+    """The extension's rule: every signature but an empty one or one with a
+    positional-only `training` gets a binding plan."""
+    return HAS_EXTENSION and bool(parameters) and not any(
+        p.name == "training" and p.kind is P.POSITIONAL_ONLY for p in parameters)
+
+
+def expected_path(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], context: bool) -> str:
+    """Which constructor `layer(*args, **kwargs)` must use, from the README's rule:
+    "none" when `__call__` rejects a positional argument that is not a tensor (or None,
+    or nested ones) before building any CallSpec; "slow" when upstream's constructor
+    would raise (the call does not bind, or mixes tensors with other values), or the
+    layer has neither a plan nor bindings; "fast" for `layer(x)` with one tensor on a
+    layer with a plan; "bound" for every other call."""
+    if any(not (leaf is None or tensor_like(leaf)) for leaf in flatten(list(args))):
+        return "none"
+    if not binds(parameters, args, kwargs, context):
+        return "slow"
+    if not kwargs and len(args) == 1 and tensor_like(args[0]) and has_plan(parameters):
+        return "fast"
+    return "bound" if has_bindings(parameters) else "slow"
 
 
 @given(case=bound_cases())
@@ -294,10 +322,13 @@ def test_bound_calls_follow_the_rule(case: tuple[list[P], tuple[tuple[Any, ...],
     describe = (f"call{signature_text(parameters)} <- layer(*{[type(a).__name__ for a in args]}, **{kwargs!r})"
                 + ("" if context else " with training no longer a call-context arg"))
     twins = run_twins(parameters, args, kwargs, None if context else without_training_context)
-    assert layer_with_signature(parameters)._call_spec_fast_path is expected_flag(parameters), describe
+    layer = layer_with_signature(parameters)
+    assert layer._call_spec_fast_path is (has_plan(parameters) or has_bindings(parameters)), describe
     assert twins.differences(describe, values=not symbolic_call(args, kwargs)) == []
     taken = [path for path in twins.fast.paths if path != "slow"]
-    if expected == "slow":
+    if expected == "none":
+        assert twins.fast.paths == [] and twins.on[0] == "error", (describe, twins.fast.paths, twins.on)
+    elif expected == "slow":
         assert taken == [], (describe, twins.fast.paths)
     else:
         assert twins.fast.paths == [expected], (describe, twins.fast.paths)
@@ -308,21 +339,32 @@ FIND = settings(max_examples=5000, database=None, phases=[Phase.generate], suppr
 
 
 def test_bound_strategies_reach_every_path() -> None:
-    # Guards the property above against generators that never reach a path.
-    for path in ("fast", "bound", "slow"):
+    # Guards the property above against generators that never reach a path, or never
+    # reach a call shape the extension is about.
+    for path in ("fast", "bound", "slow", "none"):
         if path == "bound" and not HAS_EXTENSION:
             continue
         find(bound_cases(),
              lambda example, path=path: expected_path(example[0], *example[1]) == path, settings=FIND)
-    # ... and the kinds of `training` that matter: passed to call() that takes it after n > 1
-    # positionals, popped from one that does not, required and keyword-only.
-    if HAS_EXTENSION:
-        for wanted in (
-            lambda s, a, k: len(a) > 1 and "training" in k and any(p.name == "training" for p in s),
-            lambda s, a, k: "training" in k and all(p.name != "training" for p in s),
-            lambda s, a, k: "training" in k and any(p.name == "training" and p.default is P.empty for p in s),
-            lambda s, a, k: "training" in k and any(p.name == "training" and p.kind is P.KEYWORD_ONLY for p in s),
-        ):
-            find(bound_cases(),
-                 lambda example, wanted=wanted: expected_path(example[0], *example[1]) == "bound"
-                 and wanted(example[0], example[1][0], example[1][1]), settings=FIND)
+    if not HAS_EXTENSION:
+        return
+
+    def names(s: list[P]) -> set[str]:
+        return {p.name for p in s}
+
+    for wanted in (
+        # several keywords, some not `training`, bound to the signature's parameters
+        lambda s, a, k, c: len([n for n in k if n in names(s) and n != "training"]) >= 2,
+        lambda s, a, k, c: "training" in k and k["training"] is None,
+        lambda s, a, k, c: bool(a) and isinstance(a[0], (list, dict)),
+        lambda s, a, k, c: not a and bool(k),  # keywords only
+        lambda s, a, k, c: any(p.kind is P.VAR_KEYWORD for p in s) and bool(set(k) - names(s)),
+        lambda s, a, k, c: any(p.kind is P.VAR_POSITIONAL for p in s)
+        and len(a) > len([p for p in s if p.kind in POSITIONAL]),
+        lambda s, a, k, c: any(isinstance(v, (tuple, list, dict)) and v for v in k.values()),
+        lambda s, a, k, c: "training" in k and "training" not in names(s),  # popped (V4: kept first)
+        lambda s, a, k, c: any(isinstance(v, keras.KerasTensor) for v in (*a, *k.values())),
+    ):
+        find(bound_cases(),
+             lambda example, wanted=wanted: expected_path(example[0], *example[1]) == "bound"
+             and wanted(example[0], *example[1]), settings=FIND)

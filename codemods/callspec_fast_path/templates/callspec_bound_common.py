@@ -55,7 +55,7 @@ class _CallSpecFastBindings:
     parameters that take a positional argument, `var_positional` and
     `var_keyword` the names of `*args` and `**kwargs` (or None),
     `keyword_names` the parameters a keyword binds to, `positional_only_names`
-    the positional-only ones, `parameter_names` them all. `signature` is kept
+    the positional-only ones (mapped to their position), `parameter_names` them all. `signature` is kept
     so that `__call__` can tell when `_call_signature` was replaced after
     `__init__` (the plan is then stale and the slow path runs).
     """
@@ -105,7 +105,7 @@ def _callspec_fast_bindings(signature):
         return None
     parameters = []
     keyword_names = set()
-    positional_only_names = set()
+    positional_only_names = {}
     positional_count = 0
     var_positional = None
     var_keyword = None
@@ -116,7 +116,7 @@ def _callspec_fast_bindings(signature):
         if kind is inspect.Parameter.POSITIONAL_ONLY:
             if name == "training":
                 return None
-            positional_only_names.add(name)
+            positional_only_names[name] = positional_count
         if kind in (
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -149,7 +149,7 @@ def _callspec_fast_bindings(signature):
         var_positional,
         var_keyword,
         frozenset(keyword_names),
-        frozenset(positional_only_names),
+        positional_only_names,
     )
 
 
@@ -201,8 +201,8 @@ class CallSpec:
         """The CallSpec of `layer(*args, **kwargs)`, equal to the one
         `__init__` builds, without `signature.bind`; or None, with `kwargs`
         untouched, when the call would not bind as `signature.bind` binds it
-        (missing, unexpected or repeated arguments, a positional-only name
-        passed as a keyword) or when classifying a value raises or finds
+        (missing, unexpected or repeated arguments, a keyword naming a
+        positional-only parameter that took no positional argument) or when classifying a value raises or finds
         tensors mixed with other values: `__init__` then runs and raises.
 
         Binding follows `Signature.bind`: positional arguments fill the
@@ -220,8 +220,8 @@ class CallSpec:
             return None
         popped_names = ()
         extra = None
+        keyword_names = bindings.keyword_names
         if kwargs:
-            keyword_names = bindings.keyword_names
             for name in kwargs:
                 if name in keyword_names:
                     continue
@@ -229,7 +229,12 @@ class CallSpec:
                     popped_names = _callspec_fast_popped_names(layer, bindings, kwargs)
                 if name in popped_names:
                     continue
-                if bindings.var_keyword is None or name in bindings.positional_only_names:
+                if bindings.var_keyword is None:
+                    return None
+                # A positional-only name goes to `**kwargs` when its parameter
+                # took a positional argument; otherwise `bind` refuses it.
+                position = bindings.positional_only_names.get(name)
+                if position is not None and position >= count:
                     return None
                 if extra is None:
                     extra = {}
@@ -243,7 +248,7 @@ class CallSpec:
         tensor_types = _CALLSPEC_FAST_TENSOR_TYPES
         for name, position, fill, default in bindings.parameters:
             if 0 <= position < count:
-                if kwargs and name in kwargs:
+                if kwargs and name in kwargs and name in keyword_names:
                     return None  # also passed as a keyword
                 value = args[position]
                 user_arguments[name] = value

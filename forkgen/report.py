@@ -6,7 +6,9 @@ module's imports (aliases, attribute bases such as `layers.Layer`, re-exports th
 found inside Keras (others, such as `object` or backend classes, are ignored). The eligibility
 rules mirror the code the patch inserts (`_callspec_fast_plan`, `_callspec_fast_bindings` and
 the variant's `_callspec_fast_default_is_plain` in codemods/callspec_fast_path/templates/); a default that is not
-a literal is assumed plain (not a tensor, not nested), and the report lists it.
+a literal is assumed plain (not a tensor, not nested), and the report lists it. With the extension, every call
+that binds is fast; a shape that does not bind (it raises, upstream and on the fork alike) is reported slow, with
+why.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ class Verdict:
 
 @dataclass(frozen=True)
 class LayerReport:
-    """One `Layer` subclass. `shapes` maps "layer(x)" and "layer(x, training=b)" to a
-    Verdict, "positional" and "positional_training" to {"n": Verdict} for n >= 2."""
+    """One `Layer` subclass. `shapes` maps "layer(x)" (one tensor), "layer(x, training=b)",
+    "keywords" (any call with other keywords that binds), "nested" (`layer([a, b])`, a dict
+    or None for the tensor) to a Verdict, "positional" to {"n": Verdict} for n >= 2.
+    `arities`: the n for which `layer(x1, ..., xn)` is fast once patched."""
 
     module: str
     name: str
@@ -72,7 +76,6 @@ class LayerReport:
     parameters: tuple[Parameter, ...]
     shapes: dict[str, Any]
     arities: list[int] | None  # None when `call` is unresolved
-    training_arities: list[int] | None
 
 
 @dataclass(frozen=True)
@@ -157,27 +160,41 @@ def plan_reason(params: list[Parameter]) -> str | None:
     return None
 
 
-def bindings(params: list[Parameter]) -> tuple[dict[int, str | None], dict[int, str | None]]:
-    """`_callspec_fast_bindings`: for n = 1 .. max(2, positional), why `layer(x1, ..., xn)`
-    and why `layer(x1, ..., xn, training=b)` are not eligible (None when they are)."""
-    refused = next((reason for p in params if (reason := _refusal(p))), None)
-    positional, stop = 0, ""
-    for p in params:
-        if p.kind not in _POSITIONAL or p.name == "training":
-            stop = " before `training`" if p.name == "training" else ""
-            break
-        positional += 1
-    plain: dict[int, str | None] = {}
-    training: dict[int, str | None] = {}
-    for n in range(1, max(2, positional) + 1):
-        if refused or n > positional:
-            count = f"only {positional} parameter{'s take' if positional > 1 else ' takes'}" if positional else "no parameter takes"
-            plain[n] = training[n] = refused or f"{count} a positional argument{stop}"
+def bindings_reason(params: list[Parameter]) -> str | None:
+    """Why `_callspec_fast_bindings` returns None (no call but `layer(x)` may be fast); None
+    when the layer gets a binding plan: every call that binds is then fast."""
+    if not params:
+        return "call() takes no argument"
+    if any(p.name == "training" and p.kind == POSITIONAL_ONLY for p in params):
+        return "positional-only `training`"
+    return None
+
+
+def unbound_reason(params: list[Parameter], n: int, keywords: frozenset[str] = frozenset()) -> str | None:
+    """Why `layer(x1, ..., xn, **keywords)` does not bind (it raises upstream as on the fork,
+    so it is never fast); None when it binds."""
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    for name in sorted(keywords):  # a keyword call() does not take is popped or goes to **kwargs
+        taker = next((p for p in params if p.name == name), None)
+        if taker is None or taker not in positional:
             continue
-        rest = params[n:]
-        training[n] = next((_param_reason(p) for p in rest if not p.plain and p.name != "training"), None)
-        plain[n] = training[n] or next((_param_reason(p) for p in rest if not p.plain), None)
-    return plain, training
+        took_positional = positional.index(taker) < n
+        if taker.kind == POSITIONAL_ONLY:
+            # Beside a positional argument, the keyword goes to **kwargs; alone, bind refuses it.
+            if not (took_positional and any(p.kind == VAR_KEYWORD for p in params)):
+                return f"`{name}` is positional-only"
+        elif took_positional:
+            return f"`{name}` would take both a positional argument and a keyword"
+    if n > len(positional) and all(p.kind != VAR_POSITIONAL for p in params):
+        count = f"only {len(positional)} parameter{'s take' if len(positional) != 1 else ' takes'}" if positional else "no parameter takes"
+        return f"{count} a positional argument"
+    for p in params[n:] if n <= len(positional) else [p for p in params if p.kind not in _POSITIONAL]:
+        if p.kind in (VAR_POSITIONAL, VAR_KEYWORD) or p.default is not None or p.name in keywords:
+            continue
+        if p.kind in _POSITIONAL and positional.index(p) < n:
+            continue
+        return f"parameter `{p.name}` has no default"
+    return None
 
 
 # -- the module index and class resolution ---------------------------------------------------------
@@ -388,19 +405,37 @@ def layer_report(index: _Index, key: str, variant: str, base: bool, extension: b
             else f"call = {ast.unparse(getattr(stmt, 'value', stmt))}"
         )
         slow = Verdict(False, False, f"unresolved ({why})")
-        shapes: dict[str, Any] = {"layer(x)": slow, "layer(x, training=b)": slow, "positional": {"2": slow}, "positional_training": {"2": slow}}
-        return LayerReport(mod.name, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None, None)
+        shapes: dict[str, Any] = {
+            "layer(x)": slow, "layer(x, training=b)": slow, "keywords": slow, "nested": slow, "positional": {"2": slow},
+        }
+        return LayerReport(mod.name, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None)
     params = call_parameters(stmt, variant)
-    plain, training = bindings(params)
-    note = _V4_TRAINING_NOTE if variant == "V4" and all(p.name != "training" for p in params) else None
+    bound = bindings_reason(params)
+
+    def any_call(unbound: str | None, note: str | None = None) -> Verdict:
+        return _verdict(bound or unbound, extension, _EXTENSION_ABSENT, note)
+
+    # `layer(x)`: the base's plan when it has one, else the extension's bindings.
+    plan = plan_reason(params)
+    single = unbound_reason(params, 1)
+    if plan is None:
+        first = _verdict(None, base, "not patched")
+    elif single is None and bound is None:
+        first = any_call(None)
+    else:
+        first = Verdict(False, False, single or plan)
+    context_note = _V4_TRAINING_NOTE if variant == "V4" and all(p.name != "training" for p in params) else None
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    top = max(2, len(positional))
     shapes = {
-        "layer(x)": _verdict(plan_reason(params), base, "not patched"),
-        "layer(x, training=b)": _verdict(training[1], extension, _EXTENSION_ABSENT, note),
-        "positional": {str(n): _verdict(r, extension, _EXTENSION_ABSENT) for n, r in plain.items() if n >= 2},
-        "positional_training": {str(n): _verdict(r, extension, _EXTENSION_ABSENT, note) for n, r in training.items() if n >= 2},
+        "layer(x)": first,
+        "layer(x, training=b)": any_call(unbound_reason(params, 1, frozenset({"training"})), context_note),
+        "keywords": any_call(None),
+        "nested": any_call(single),
+        "positional": {str(n): any_call(unbound_reason(params, n)) for n in range(2, top + 1)},
     }
-    arities, training_arities = ([n for n, r in reasons.items() if r is None] for reasons in (plain, training))
-    return LayerReport(mod.name, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities, training_arities)
+    arities = [n for n in range(1, top + 1) if unbound_reason(params, n) is None] if bound is None else []
+    return LayerReport(mod.name, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities)
 
 
 def build_report(files: Mapping[str, str], source: str = "") -> Report:
@@ -458,7 +493,7 @@ def summary(result: Report) -> dict[str, Any]:
         "private": sum(row.name.startswith("_") for row in result.layers),
         "unresolved": sum(row.arities is None for row in result.layers),
     }
-    for shape in ("layer(x)", "layer(x, training=b)", "positional"):
+    for shape in ("layer(x)", "layer(x, training=b)", "keywords", "positional"):
         verdicts = [_all_verdicts(row, shape) for row in result.layers]
         counts[shape] = {key: sum(any(getattr(v, key) for v in vs) for vs in verdicts) for key in ("fast", "eligible")}
     return counts
@@ -515,13 +550,14 @@ def format_text(result: Report) -> str:
             f"{row.module}.{row.name}{' [private]' if row.name.startswith('_') else ''}  {row.signature}"
             + ("" if row.call_defined_in in (None, f"{row.module}.{row.name}") else f"  [call from {row.call_defined_in}]")
             + f"  layer(x): {_word(s['layer(x)'])}  training: {_word(s['layer(x, training=b)'])}"
-            f"  positional: {_arities_text(s['positional'])}  positional+training: {_arities_text(s['positional_training'])}"
+            f"  keywords: {_word(s['keywords'])}  nested: {_word(s['nested'])}  positional: {_arities_text(s['positional'])}"
         )
     c = summary(result)
     lines.append(
         f"{c['layers']} layers ({c['private']} private, {c['unresolved']} unresolved): "
         + ", ".join(f"{shape} fast {c[k]['fast']} (eligible {c[k]['eligible']})" for k, shape in (
-            ("layer(x)", "layer(x)"), ("layer(x, training=b)", "layer(x, training=b)"), ("positional", ">=2 positionals")))
+            ("layer(x)", "layer(x)"), ("layer(x, training=b)", "layer(x, training=b)"), ("keywords", "keywords"),
+            ("positional", ">=2 positionals")))
     )
     lines += [f"skipped (does not parse): {skipped}" for skipped in result.skipped_files]
     return "\n".join(lines)

@@ -91,12 +91,25 @@ def test_multi_input_layer_takes_the_extension() -> None:
     assert len(slow) == 1
 
 
-def test_star_args_layer_is_ineligible_and_works() -> None:
+def test_star_args_layer_takes_the_extension_and_works() -> None:
     class Twice(keras.layers.Layer):
         def call(self, *args):  # type: ignore[no-untyped-def]
             return args[0] * 2
 
     layer = Twice()
+    assert layer._call_spec_fast_plan is None and layer._call_spec_fast_path is True
+    with count_slow() as slow:
+        y = layer(torch.ones((2, 3)))
+    assert slow == []
+    assert float(y.sum()) == 12.0
+
+
+def test_positional_only_training_is_ineligible_and_works() -> None:
+    class Gate(keras.layers.Layer):
+        def call(self, inputs, training=None, /):  # type: ignore[no-untyped-def]
+            return inputs * 2
+
+    layer = Gate()
     assert layer._call_spec_fast_path is False
     with count_slow() as slow:
         y = layer(torch.ones((2, 3)))

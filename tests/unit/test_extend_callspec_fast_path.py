@@ -22,22 +22,28 @@ BASE_GUARD_END = """\
 """
 EXTENDED_GUARD_END = """\
             call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
-        # forkgen CallSpec fast path, extension: several positional tensors,
-        # and `training=<bool>`.
+        # forkgen CallSpec fast path, extension: any other call that binds;
+        # `_fast_bound` returns None (and leaves `kwargs` alone) for a call
+        # that would not bind, which upstream's constructor below then rejects.
         elif (
             self._call_spec_fast_path
             and self._call_spec_fast_bindings is not None
             and self._call_spec_fast_bindings.signature is self._call_signature
-            and _callspec_fast_bindable(self, self._call_spec_fast_bindings, args, kwargs)
+            and (
+                call_spec := CallSpec._fast_bound(
+                    self._call_spec_fast_bindings, self, args, kwargs
+                )
+            )
+            is not None
         ):
-            call_spec = CallSpec._fast_bound(self._call_spec_fast_bindings, args, kwargs)
+            pass
         else:
             call_spec = CallSpec(
 """
 BASE_FLAG = "        self._call_spec_fast_path = self._call_spec_fast_plan is not None\n"
 BINDINGS = """\
-        # forkgen CallSpec fast path, extension: can calls with several
-        # positional tensors or with `training=<bool>` skip `signature.bind`?
+        # forkgen CallSpec fast path, extension: every other call that binds
+        # skips `signature.bind` too.
         self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
         if self._call_spec_fast_bindings is not None:
             self._call_spec_fast_path = True
@@ -50,7 +56,11 @@ def without_fast_bound(source: str) -> str:
 
 
 def transform(source: str) -> str:
-    return ExtendCallSpecFastPathCommand(CodemodContext()).transform_module(cst.parse_module(source)).code
+    return (
+        ExtendCallSpecFastPathCommand(CodemodContext())
+        .transform_module(cst.parse_module(source))
+        .code
+    )
 
 
 class TestExtendCallSpecFastPath(CodemodTest):
@@ -67,25 +77,45 @@ class TestExtendCallSpecFastPath(CodemodTest):
     def test_helpers_go_after_the_base_helpers_and_before_callspec(self) -> None:
         after = transform(BASE)
         plan = after.index("\ndef _callspec_fast_plan(")
-        helpers = [after.index(f"\n{name}") for name in (
-            "class _CallSpecFastBindings", "def _callspec_fast_bindings(", "def _callspec_fast_pops_training(",
-            "def _callspec_fast_popped_training(", "def _callspec_fast_bindable(",
-        )]
+        helpers = [
+            after.index(f"\n{name}")
+            for name in (
+                "_CALLSPEC_FAST_DEFAULT = 0",
+                "_CALLSPEC_FAST_PLAIN_TYPES = ",
+                "_CALLSPEC_FAST_TENSOR_TYPES = {}",
+                "class _CallSpecFastBindings",
+                "def _callspec_fast_popped_names(",
+                "def _callspec_fast_kept_arguments(",
+                "def _callspec_fast_nested_kind(",
+                "def _callspec_fast_bindings(",
+            )
+        ]
         self.assertEqual(helpers, sorted(helpers))
         self.assertLess(plan, helpers[0])
         self.assertLess(helpers[-1], after.index("\nclass CallSpec:"))
+        self.assertIn("\n\n\n_CALLSPEC_FAST_DEFAULT = 0", after)
         self.assertIn("\n\n\nclass _CallSpecFastBindings:", after)
+        # The variant's rules are spliced right before `_callspec_fast_bindings`, each once.
+        for name in (
+            "_callspec_fast_popped_names",
+            "_callspec_fast_kept_arguments",
+            "_callspec_fast_nested_kind",
+        ):
+            self.assertEqual(after.count(f"\ndef {name}("), 1, name)
 
     def test_fast_bound_follows_fast_in_callspec(self) -> None:
         after = transform(BASE)
         callspec = after[after.index("\nclass CallSpec:") :]
-        self.assertLess(callspec.index("def _fast(cls, plan, first_arg)"), callspec.index("def _fast_bound(cls, bindings, args, kwargs)"))
+        self.assertLess(
+            callspec.index("def _fast(cls, plan, first_arg)"),
+            callspec.index("def _fast_bound(cls, bindings, layer, args, kwargs)"),
+        )
 
     def test_everything_else_is_untouched(self) -> None:
         after = replace_once(transform(BASE), BINDINGS, "")
         after = replace_once(after, EXTENDED_GUARD_END, BASE_GUARD_END)
         # Without the module piece and `_fast_bound`, what remains is the base, byte for byte.
-        start = after.index("\n\n\nclass _CallSpecFastBindings:")
+        start = after.index("\n\n\n_CALLSPEC_FAST_DEFAULT = 0")
         after = after[:start] + after[after.index("\n\n\nclass CallSpec:") :]
         self.assertEqual(without_fast_bound(after), BASE)
 
@@ -96,18 +126,56 @@ class TestExtendCallSpecFastPath(CodemodTest):
     def test_needs_the_base_patch(self) -> None:
         with self.assertRaises(ValueError) as caught:
             transform(LAYER_V4)
-        self.assertIn("needs the pieces eligibility, fast_constructor, guard", str(caught.exception))
+        self.assertIn(
+            "needs the pieces eligibility, fast_constructor, guard", str(caught.exception)
+        )
+
+
+def _function(source: str, name: str) -> str:
+    start = source.index(f"\ndef {name}(")
+    return source[start : source.index("\ndef ", start + 1)]
+
+
+#: A line of each variant's rules that tells it apart: (popped names, kept arguments, nested kind).
+RULE_LINES = {
+    "V1": (
+        'if "training" in kwargs and "training" not in bindings.parameter_names:',
+        "    return user_arguments\n",
+        "        if not tree.is_nested(value):\n",
+    ),
+    "V2": (
+        'if "training" in kwargs and "training" not in bindings.parameter_names:',
+        "    return user_arguments\n",
+        "if all(is_backend_tensor_or_symbolic(x) for x in flat_values):",
+    ),
+    "V3": (
+        'if "training" in kwargs and "training" not in bindings.parameter_names:',
+        "    return user_arguments\n",
+        "is_backend_tensor_or_symbolic(x, allow_none=True) for x in flat_values",
+    ),
+    "V4": (
+        "for name in layer._call_context_args",
+        "    return {**popped, **user_arguments}\n",
+        "is_backend_tensor_or_symbolic(x, allow_none=True) for x in flat_values",
+    ),
+}
 
 
 @pytest.mark.parametrize("variant", ["V1", "V2", "V3", "V4"])
-def test_each_variant_gets_its_rule_for_an_unaccepted_training(variant: str) -> None:
+def test_each_variant_gets_its_rules(variant: str) -> None:
     after = patch_source(LAYERS[variant]).source
-    if variant == "V4":
-        assert 'return "training" in layer._call_context_args' in after
-        assert 'return {"training": training, **user_arguments}' in after
-    else:
-        assert "_call_context_args" not in after.split("def _callspec_fast_pops_training")[1].split("\ndef ")[0]
-        assert "    return user_arguments\n" in after
+    functions = (
+        "_callspec_fast_popped_names",
+        "_callspec_fast_kept_arguments",
+        "_callspec_fast_nested_kind",
+    )
+    for name, line in zip(functions, RULE_LINES[variant], strict=True):
+        assert line in _function(after, name), (variant, name)
+    popped = _function(after, "_callspec_fast_popped_names")
+    assert ("_call_context_args" in popped) is (variant == "V4")
+    nested = _function(after, "_callspec_fast_nested_kind")
+    assert ("len(value) > 0" in nested) is (variant != "V1")
+    assert ("allow_none=True" in nested) is (variant in ("V3", "V4"))
     assert analyze_source(after).fully_applied
 
 
@@ -133,9 +201,18 @@ PATCHED = patch_source(LAYER_V4).source
 @pytest.mark.parametrize(
     ("mutation", "found"),
     [
-        (lambda s: replace_once(s, BINDINGS, ""), "only module names, CallSpec._fast_bound, branch in Layer.__call__"),
-        (without_fast_bound, "only module names, bindings in Layer.__init__, branch in Layer.__call__"),
-        (lambda s: replace_once(s, EXTENDED_GUARD_END, BASE_GUARD_END), "only module names, bindings in Layer.__init__, CallSpec._fast_bound"),
+        (
+            lambda s: replace_once(s, BINDINGS, ""),
+            "only module names, CallSpec._fast_bound, branch in Layer.__call__",
+        ),
+        (
+            without_fast_bound,
+            "only module names, bindings in Layer.__init__, branch in Layer.__call__",
+        ),
+        (
+            lambda s: replace_once(s, EXTENDED_GUARD_END, BASE_GUARD_END),
+            "only module names, bindings in Layer.__init__, CallSpec._fast_bound",
+        ),
     ],
     ids=["no bindings", "no _fast_bound", "no branch"],
 )
@@ -148,7 +225,11 @@ def test_a_partial_extension_is_drift(mutation: object, found: str) -> None:
 
 
 def test_a_different_fast_bound_is_drift() -> None:
-    mutated = replace_once(PATCHED, "        self.first_arg = args[0]\n        eager = True", "        self.first_arg = args[-1]\n        eager = True")
+    mutated = replace_once(
+        PATCHED,
+        "        self.first_arg = arguments[bindings.argument_names[0]]\n",
+        "        self.first_arg = arguments[bindings.argument_names[-1]]\n",
+    )
     with pytest.raises(AnchorDrift, match="a different `_fast_bound`"):
         analyze_source(mutated)
 

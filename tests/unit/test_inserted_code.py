@@ -748,7 +748,10 @@ def test_bindings_of_signatures(variant: str, spec: str, expected: Any) -> None:
         describe
     )
     assert bindings.keyword_names == frozenset(keyword_names), describe
-    assert bindings.positional_only_names == frozenset(positional_only), describe
+    # Positional-only names, each mapped to the position it takes.
+    assert bindings.positional_only_names == {
+        name: position for name, position, _, _ in parameters if name in positional_only
+    }, describe
 
 
 def slow_constructor(
@@ -1005,18 +1008,27 @@ def flatten(value: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize("variant", sorted(MODULES))
-def test_a_positional_only_name_as_an_extra_keyword_is_declined(variant: str) -> None:
-    """Conservative: `signature.bind` puts `a=` into `**kw` when `a` is positional-only,
-    `_fast_bound` leaves that call to the slow path, which builds the CallSpec."""
+def test_a_positional_only_name_as_an_extra_keyword(variant: str) -> None:
+    """`signature.bind` puts `a=` into `**kw` when the positional-only `a` took a positional
+    argument (so does `_fast_bound`), and refuses it when `a` took none (`_fast_bound`
+    declines, the slow path raises)."""
     module = MODULES[variant]
     layer = make_layer(module, params("a, /, **kw"))
     kwargs = {"a": B}
-    assert module.CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, (A,), kwargs) is None
+    fast = module.CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, (A,), kwargs)
+    assert differences(fast, slow_constructor(layer, (A,), {"a": B}, module)) == []
     assert kwargs == {"a": B}
     with count_paths(module) as paths:
         layer(A, a=B)
-    assert paths == ["declined", "slow"]
+    assert paths == ["bound"]
     assert list(layer.last_call_spec.user_arguments_dict.items()) == [("a", A), ("kw", {"a": B})]
+    optional = make_layer(module, params("a=None, /, **kw"))
+    kwargs = {"a": B}
+    assert module.CallSpec._fast_bound(optional._call_spec_fast_bindings, optional, (), kwargs) is None
+    assert kwargs == {"a": B}
+    with count_paths(module) as paths, pytest.raises(TypeError, match="positional"):
+        optional(a=B)
+    assert paths == ["declined", "slow"]
 
 
 @pytest.mark.parametrize("variant", sorted(MODULES))

@@ -295,7 +295,7 @@ def load_extension(variant: str) -> ExtensionTemplate:
     required = _free_names(wrapper, pieces, defined) | _free_names(variant_wrapper, rules, defined)
     blank = (cst.EmptyLine(), cst.EmptyLine())
     module_piece = tuple(
-        s.with_changes(leading_lines=[*blank, *s.leading_lines]) if i == 0 or s in rules else s
+        s.with_changes(leading_lines=[*blank, *s.leading_lines]) if i == 0 or s is rules[0] else s
         for i, s in enumerate(module_piece)
     )
     return ExtensionTemplate(

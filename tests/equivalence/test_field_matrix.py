@@ -26,10 +26,10 @@ import pytest
 from tests.equivalence.helpers import (
     HAS_EXTENSION,
     CallSpec,
+    P,
     Recorder,
     attention_layer,
     comparable,
-    P,
     disable_fast_path,
     flatten,
     layer_from_source,

@@ -675,6 +675,7 @@ def foo_mode_context(layer: Any) -> None:
         # a registered context arg call() takes is an ordinary argument; one it does not
         # take is popped and kept first, before what was bound
         ("inputs, foo_mode=False", "t", {"foo_mode": True}, foo_mode_context, "bound"),
+        ("inputs, training=None", "t", {"foo_mode": True, "training": True}, foo_mode_context, "bound"),
         ("inputs", "t", {"foo_mode": True}, foo_mode_context, "bound"),
         ("inputs", "t", {"foo_mode": 1}, without_training_context, "bound"),
         ("inputs, mask=None", "t", {"mask": "@t", "foo_mode": True, "training": False}, foo_mode_context, "bound"),

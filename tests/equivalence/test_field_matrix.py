@@ -366,6 +366,8 @@ BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
     ("*args", "t", {}, "bound"),
     ("*args, **kwargs", "tt", {"training": True}, "bound"),  # training still popped: not a parameter
     ("*args, **kwargs", "", {"x": "@t"}, "bound"),
+    ("*args, **kwargs", "t", {"args": "@t"}, "bound"),  # the names of *args/**kwargs go to **kwargs
+    ("inputs, **kwargs", "t", {"kwargs": 1}, "bound"),
     ("inputs, *args", "t", {}, "bound"),
     ("inputs, *args", "ttt", {}, "bound"),
     ("inputs, *args, training=None", "tt", T, "bound"),

@@ -366,8 +366,10 @@ BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
     ("*args", "t", {}, "bound"),
     ("*args, **kwargs", "tt", {"training": True}, "bound"),  # training still popped: not a parameter
     ("*args, **kwargs", "", {"x": "@t"}, "bound"),
-    ("*args, **kwargs", "t", {"args": "@t"}, "bound"),  # the names of *args/**kwargs go to **kwargs
-    ("inputs, **kwargs", "t", {"kwargs": 1}, "bound"),
+    # the names of *rest/**options as keywords go to **options (not `args`/`kwargs`: the jax
+    # backend's symbolic call passes them on to functions with parameters of those names)
+    ("*rest, **options", "t", {"rest": "@t"}, "bound"),
+    ("inputs, **options", "t", {"options": 1}, "bound"),
     ("inputs, *args", "t", {}, "bound"),
     ("inputs, *args", "ttt", {}, "bound"),
     ("inputs, *args, training=None", "tt", T, "bound"),

@@ -1,9 +1,10 @@
 """Field matrix: a catalogue of call signatures and calls, fast constructors vs slow, on the installed Keras.
 
 First `layer(x)` (the base patch: `CallSpec._fast`, taken when the layer has a plan,
-`_call_spec_fast_plan is not None`); then the extension's shapes, `layer(x1, ..., xn)`
-and `layer(..., training=<bool>)` (`CallSpec._fast_bound`), and the calls that must stay
-on upstream's constructor. `_call_spec_fast_path` is True when either fast path may be
+`_call_spec_fast_plan is not None`); then the extension (`CallSpec._fast_bound`): every
+other call that binds, positional or keyword, nested, `*args`/`**kwargs`, call-context
+keywords; and the calls that must stay on upstream's constructor (they do not bind, or
+it raises), where `_fast_bound` declines and leaves kwargs alone. `_call_spec_fast_path` is True when either fast path may be
 taken for some call of the layer; set to False it sends every call down the slow path.
 """
 
@@ -25,10 +26,12 @@ import pytest
 from tests.equivalence.helpers import (
     HAS_EXTENSION,
     CallSpec,
+    P,
     Recorder,
     attention_layer,
     comparable,
     disable_fast_path,
+    flatten,
     layer_from_source,
     layer_with_signature,
     parameters_from_source,
@@ -42,7 +45,7 @@ from tests.equivalence.helpers import (
     to_numpy,
     variant,
 )
-from tests.support.equivalence import differences
+from tests.support.equivalence import differences, same
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,19 +155,15 @@ def expected_eligible(spec: str, listed: bool) -> bool:
     return VARIANT_ELIGIBILITY.get(variant(), {}).get(spec, listed)
 
 
-#: INELIGIBLE specs (and the ELIGIBLE ones a variant moves there) that the extension
-#: still gives bindings: they have a second positional parameter, so `layer(x, y)` binds
-#: without defaults and the layer's flag is True although `layer(x)` stays slow.
-BINDABLE = {
-    "inputs, other",
-    "inputs, state=TENSOR",
-    "inputs, state=SYMBOLIC",
-    "inputs, pair=(None, None)",
-    "inputs, pair=PAIR",
-    "inputs, odd=LENLESS",
-    "inputs, padding=[]",
-    "inputs, empty=()",
-}
+#: INELIGIBLE specs the extension gives no bindings (a positional-only `training`): every
+#: call of such a layer but `layer(x)` stays on upstream's constructor. Every other
+#: signature with a parameter has bindings, so the layer's flag is True.
+NO_BINDINGS = {"inputs, training=None, /", "training, /"}
+
+#: INELIGIBLE specs on which `layer(x)` does not bind (a required argument is missing) or
+#: upstream's constructor raises (a nested default without `len`): `_fast_bound` declines.
+#: On every other, `layer(x)` takes the bound path.
+LAYER_X_DECLINED = {"inputs, other", "inputs, *, other", "inputs, odd=LENLESS"}
 
 
 @pytest.fixture(params=["eager", "symbolic"])
@@ -205,11 +204,12 @@ def check_eligible(spec: str, x: Any) -> None:
 
 
 def check_ineligible(spec: str, x: Any) -> None:
-    """`layer(x)` has no plan and builds its CallSpec through the slow constructor; the
-    layer's flag is True only when the extension gives it bindings (other call shapes)."""
+    """`layer(x)` has no plan, so it does not take `CallSpec._fast`; with the extension it
+    takes `CallSpec._fast_bound` when it binds, else upstream's constructor. The layer's
+    flag is True exactly when the extension gives it bindings."""
     layer = layer_from_source(spec, defaults())
     assert layer._call_spec_fast_plan is None, f"call(self, {spec}): layer(x) must have no plan"
-    bindable = HAS_EXTENSION and spec in BINDABLE
+    bindable = HAS_EXTENSION and spec not in NO_BINDINGS
     assert (getattr(layer, "_call_spec_fast_bindings", None) is not None) is bindable, f"call(self, {spec})"
     assert layer._call_spec_fast_path is bindable, f"call(self, {spec})"
     with recording() as recorder:
@@ -219,8 +219,14 @@ def check_ineligible(spec: str, x: Any) -> None:
             # The slow path's own error: a required argument, an unclassifiable default, or
             # (3.4-3.6) a nested default holding None that the build step then trips over.
             pass
-    assert recorder.fast == [] and recorder.bound == [], f"call(self, {spec}): layer(x) built {recorder.paths}"
-    assert len(recorder.slow) >= 1, f"call(self, {spec}): layer(x) built {recorder.paths}"
+    assert recorder.fast == [], f"call(self, {spec}): layer(x) built {recorder.paths}"
+    if bindable and spec not in LAYER_X_DECLINED:
+        assert recorder.paths[:1] == ["bound"], f"call(self, {spec}): layer(x) built {recorder.paths}"
+    else:
+        assert recorder.bound == [], f"call(self, {spec}): layer(x) built {recorder.paths}"
+        assert len(recorder.slow) >= 1, f"call(self, {spec}): layer(x) built {recorder.paths}"
+    if bindable:
+        check_bound_call(spec, (x,), {}, "slow" if spec in LAYER_X_DECLINED else "bound")
 
 
 def test_builtin_layers_are_eligible() -> None:
@@ -245,7 +251,7 @@ def test_fast_specs_share_nothing_between_calls() -> None:
     assert second.arguments_dict["padding"] is padding
 
 
-# -- the extension: several positional tensors, training=<bool> ------------------------
+# -- the extension: every other call that binds ----------------------------------------
 
 needs_extension = pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
 
@@ -253,17 +259,28 @@ MHA_SPEC = (
     "query, value, key=None, query_mask=None, value_mask=None, key_mask=None, "
     "attention_mask=None, return_attention_scores=False, training=None, use_causal_mask=False"
 )
+#: KerasHub's CachedMultiHeadAttention and TransformerDecoder call signatures.
+CACHED_SPEC = "query, value, attention_mask=None, cache=None, cache_update_index=None, training=None"
+DECODER_SPEC = (
+    "decoder_sequence, decoder_padding_mask=None, self_attention_cache=None, "
+    "self_attention_cache_update_index=None, training=None"
+)
 T, F = {"training": True}, {"training": False}
 
 #: (call signature, positional arguments, kwargs, the path `__call__` must take).
 #: Positional arguments: "t" a tensor (eager, symbolic or either, by mode), "N" None,
-#: "L" a list of two tensors. Paths: "bound" (CallSpec._fast_bound), "fast"
-#: (CallSpec._fast, `layer(x)`), "slow" (upstream's constructor, or an error before it).
+#: "L" a list of two tensors, "D" a dict {"a": tensor, "b": tensor}, "M" a list mixing a
+#: tensor and a float (upstream's constructor raises on it). A kwargs value written as one
+#: of these letters prefixed with "@" ("@t", "@L", ...) stands for the same. Paths: "bound"
+#: (CallSpec._fast_bound), "fast" (CallSpec._fast, `layer(x)`), "slow" (upstream's
+#: constructor: `_fast_bound` declined, or the layer has no bindings).
 BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
     # call() takes `training`: positional-or-keyword with a default, keyword-only,
     # required, before or after other defaulted parameters
     ("inputs, training=None", "t", T, "bound"),
     ("inputs, training=None", "t", F, "bound"),
+    ("inputs, training=None", "t", {}, "fast"),
+    ("inputs, training=None", "t", {"training": None}, "bound"),
     ("inputs, training=False, mask=None", "t", T, "bound"),
     ("inputs, mask=None, training=None", "t", F, "bound"),
     ("inputs, mask=None, training=None", "tt", T, "bound"),
@@ -283,45 +300,106 @@ BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
     ("a, b=None, c=None, training=False", "ttt", F, "bound"),
     ("a, b, c, *, training=None, flag=(3, 3)", "ttt", T, "bound"),
     ("inputs, state=TENSOR, training=None", "tt", T, "bound"),
-    ("inputs, state=TENSOR, training=None", "t", T, "slow"),  # the tensor default is bound, not plain
+    ("inputs, state=TENSOR, training=None", "t", T, "bound"),  # a tensor default: a tensor argument
+    ("inputs, pair=PAIR, training=None", "t", F, "bound"),  # a nested default: eager is False
+    ("a, b=None, training=None", "tt", {"training": None}, "bound"),
+    ("a, b=None, training=None", "t", {"training": 1}, "bound"),
+    ("a, b=None, training=None, mask=None", "tt", {"training": True, "mask": None}, "bound"),
+    ("inputs, training=None", "tt", {}, "bound"),  # the second positional binds to training
+    ("inputs, training=None, mask=None", "tt", {}, "bound"),
+    # MultiHeadAttention: positional, keyword-only (`layer(query=q, value=v)`), masks
     (MHA_SPEC, "tt", {}, "bound"),
     (MHA_SPEC, "tt", T, "bound"),
     (MHA_SPEC, "ttt", F, "bound"),
+    (MHA_SPEC, "", {"query": "@t", "value": "@t"}, "bound"),
+    (MHA_SPEC, "", {"value": "@t", "query": "@t", "training": False}, "bound"),  # keywords out of order
+    (MHA_SPEC, "t", {"value": "@t", "attention_mask": "@t", "use_causal_mask": True}, "bound"),
+    (MHA_SPEC, "tt", {"use_causal_mask": True, "return_attention_scores": True, "training": None}, "bound"),
     (MHA_SPEC, "t", {}, "slow"),  # value is required
-    # call() does not take `training`: it is popped (V4: kept in user_arguments_dict)
+    (MHA_SPEC, "", {"value": "@t"}, "slow"),  # query is required
+    # KerasHub: attention with a cache, decoder blocks, embeddings, Softmax(x, mask=m)
+    (CACHED_SPEC, "", {"query": "@t", "value": "@t", "attention_mask": "@t", "cache": "@t",
+                       "cache_update_index": 3}, "bound"),
+    (CACHED_SPEC, "tt", {"attention_mask": None, "cache": None, "cache_update_index": None}, "bound"),
+    (CACHED_SPEC, "tt", {"cache_update_index": 0, "cache": "@t"}, "bound"),
+    (DECODER_SPEC, "t", {"decoder_padding_mask": "@t", "self_attention_cache": None,
+                         "self_attention_cache_update_index": None}, "bound"),
+    (DECODER_SPEC, "t", {"decoder_padding_mask": "@t", "self_attention_cache": "@t",
+                         "self_attention_cache_update_index": 8}, "bound"),
+    ("inputs, attention_mask=None", "t", {"attention_mask": None}, "bound"),
+    ("inputs, mask=None", "t", {"mask": "@t"}, "bound"),  # Softmax
+    ("inputs, mask=None", "t", {"mask": None}, "bound"),
+    ("inputs, mask=None", "t", {"mask": "@t", "training": True}, "bound"),  # training popped (V4: kept first)
+    ("inputs, start_index=0", "t", {"start_index": 2}, "bound"),  # PositionEmbedding
+    ("inputs, reverse=False", "t", {"reverse": True}, "bound"),  # ReversibleEmbedding
+    ("inputs, use_causal_mask=False", "t", {"use_causal_mask": True}, "bound"),
+    # nested and None arguments: Add()([a, b]), Concatenate, dict inputs, optional tensors
+    ("inputs", "L", {}, "bound"),
+    ("inputs", "D", {}, "bound"),
+    ("inputs, training=None", "D", F, "bound"),
+    ("inputs, mask=None", "L", {"mask": "@L"}, "bound"),
+    ("inputs, cache=None", "t", {"cache": "@D"}, "bound"),
+    ("inputs, mask=None", "t", {"mask": []}, "bound"),  # an empty nested value is plain
+    ("a, b=None, training=None", "t", {"b": None}, "bound"),
+    ("a, b=None, training=None", "tN", {}, "bound"),
+    ("a, b=None, training=None", "tN", T, "bound"),
+    ("a, b=None, training=None", "L", {}, "bound"),
+    ("a, b=None, training=None", "tL", T, "bound"),
+    ("a, b=None, training=None", "", {"a": "@t", "b": "@L"}, "bound"),
+    # call() does not take `training`: it is popped (V4: kept first in user_arguments_dict)
     ("inputs", "t", T, "bound"),
     ("inputs", "t", F, "bound"),
+    ("inputs", "t", {"training": None}, "bound"),
     ("inputs, mask=None", "t", T, "bound"),
     ("a, b", "tt", {}, "bound"),
     ("a, b", "tt", T, "bound"),
+    ("a, b", "t", {"b": "@t", "training": False}, "bound"),
     ("a, b=None", "tt", F, "bound"),
     ("inputs, other", "tt", {}, "bound"),
     ("inputs, other", "t", {}, "slow"),
     ("inputs, state=TENSOR", "tt", {}, "bound"),
-    ("inputs, state=TENSOR", "t", T, "slow"),
+    ("inputs, state=TENSOR", "t", T, "bound"),
     ("inputs, odd=LENLESS", "tt", T, "bound"),
-    # must stay slow
-    ("a, b=None, training=None", "tt", {"training": None}, "slow"),
-    ("a, b=None, training=None", "tt", {"training": np.bool_(True)}, "slow"),
-    ("a, b=None, training=None", "t", {"training": 1}, "slow"),
-    ("inputs", "t", {"training": None}, "slow"),
-    ("inputs", "t", {"training": np.bool_(False)}, "slow"),
-    ("a, b=None, training=None, mask=None", "tt", {"training": True, "mask": None}, "slow"),
-    ("a, b=None, training=None, mask=None", "t", {"mask": None}, "slow"),
-    ("a, b=None, training=None", "t", {"b": None}, "slow"),
-    ("a, b=None, training=None", "tN", {}, "slow"),
-    ("a, b=None, training=None", "tN", T, "slow"),
-    ("a, b=None, training=None", "L", {}, "slow"),
-    ("a, b=None, training=None", "tL", T, "slow"),
-    ("a, b=None, training=None", "ttt", {}, "slow"),  # too many positionals: TypeError
+    ("inputs", "L", T, "bound"),
+    # *args and **kwargs
+    ("*args", "tt", {}, "bound"),
+    ("*args", "t", {}, "bound"),
+    ("*args, **kwargs", "tt", {"training": True}, "bound"),  # training still popped: not a parameter
+    ("*args, **kwargs", "", {"x": "@t"}, "bound"),
+    # the names of *rest/**options as keywords go to **options (not `args`/`kwargs`: the jax
+    # backend's symbolic call passes them on to functions with parameters of those names)
+    ("*rest, **options", "t", {"rest": "@t"}, "bound"),
+    ("inputs, **options", "t", {"options": 1}, "bound"),
+    ("inputs, *args", "t", {}, "bound"),
+    ("inputs, *args", "ttt", {}, "bound"),
+    ("inputs, *args, training=None", "tt", T, "bound"),
+    ("inputs, *args, flag=False", "ttt", {"flag": True}, "bound"),
+    ("inputs, *args, **kwargs", "ttt", {"extra": "@t"}, "bound"),
+    ("inputs, **kwargs", "t", {}, "bound"),
+    ("inputs, **kwargs", "t", {"cache": "@t", "state": "@L"}, "bound"),
+    ("inputs, **kwargs", "t", {"foo": 1, "flag": True}, "bound"),
+    ("inputs, **kwargs", "t", {"foo": 1, "bar": "x", "training": True}, "bound"),
+    ("inputs, **kwargs", "t", {"cache": "@t", "foo": 1}, "slow"),  # **kwargs mixes a tensor and an int: ValueError
+    ("inputs, training=None, **kwargs", "t", T, "bound"),
+    ("inputs, *, mask=None, **kwargs", "t", {"other": "@L", "mask": "@t"}, "bound"),
+    ("inputs, **kwargs", "t", {"other": "@M"}, "slow"),  # a mixed nested value in **kwargs
+    # must stay slow: the call does not bind, or upstream's constructor raises
+    ("a, b=None, training=None", "ttt", {}, "bound"),  # the third positional binds to training
+    ("a, b=None, training=None", "tttt", {}, "slow"),  # too many positionals: TypeError
     ("inputs", "tt", T, "slow"),
-    ("inputs, training=None", "tt", {}, "slow"),  # the second positional binds to training
-    ("inputs, training=None, mask=None", "tt", {}, "slow"),
+    ("inputs, mask=None", "t", {"bogus": 1}, "slow"),  # unexpected keyword
+    ("inputs, mask=None", "t", {"bogus": 1, "training": True}, "slow"),  # ... after a popped training
+    ("inputs, mask=None", "t", {"inputs": "@t"}, "slow"),  # duplicate: positional and keyword
+    ("inputs, *args, **kwargs", "tt", {"inputs": "@t"}, "slow"),
+    ("a, b", "", {"b": "@t"}, "slow"),  # missing the required a
+    ("a, /, b=None", "", {"a": "@t"}, "slow"),  # positional-only passed as a keyword
+    ("a, /, **kwargs", "t", {"a": "@t"}, "slow"),  # binds upstream (a also in **kwargs); declined
+    ("inputs", "M", {}, "slow"),  # tensors mixed with non-tensors in a nested value: ValueError
+    ("inputs", "M", T, "slow"),  # ... after a popped training
+    ("inputs, mask=None", "t", {"mask": "@M"}, "slow"),
+    ("a, b=None", "tM", {}, "slow"),
     ("inputs, training=None, /", "t", T, "slow"),  # positional-only training: no bindings
     ("inputs, training=None, /", "tt", {}, "slow"),
-    ("inputs, *args, training=None", "tt", T, "slow"),
-    ("inputs, training=None, **kwargs", "t", T, "slow"),
-    ("*args", "tt", {}, "slow"),
 ]
 
 
@@ -330,48 +408,125 @@ def call_id(case: tuple[str, str, dict[str, Any], str]) -> str:
     return f"{expected}: call(self, {spec}) <- ({kinds}, {kwargs})"
 
 
-def positional(kinds: str, mode: str) -> tuple[Any, ...]:
+def positional(kinds: str, mode: str, start: int = 0) -> tuple[Any, ...]:
     """The positional arguments `kinds` stands for; in "mixed" mode tensors alternate
-    eager (first) and symbolic."""
+    eager (even) and symbolic (odd), counting from `start`."""
+    counter = [start]
 
-    def one(i: int) -> Any:
+    def one() -> Any:
+        i = counter[0]
+        counter[0] += 1
         if mode == "eager" or (mode == "mixed" and i % 2 == 0):
             return tensor(1.0 + i)
         return keras.Input((3,))
 
     args: list[Any] = []
-    for i, kind in enumerate(kinds):
+    for kind in kinds:
         if kind == "t":
-            args.append(one(i))
+            args.append(one())
         elif kind == "N":
             args.append(None)
+        elif kind == "L":
+            args.append([one(), one()])
+        elif kind == "D":
+            args.append({"a": one(), "b": one()})
+        elif kind == "M":
+            args.append([one(), 2.0])
         else:
-            args.append([one(i), one(i + 1)])
+            raise ValueError(kind)
     return tuple(args)
 
 
-def expected_fields(spec: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What `CallSpec._fast_bound` must build for `layer(*args, **kwargs)`, spelled out from
-    the signature alone (KERAS_FACTS.md): the keys of the dicts, in order, and the kwargs
-    left behind."""
-    names = [p.name for p in parameters_from_source(spec, defaults())]
-    bound = names[: len(args)]
-    user = list(bound)
-    left: dict[str, Any] = {}
-    if "training" in kwargs:
-        if "training" in names:
-            user.append("training")
-            left = dict(kwargs)
-        elif variant() == "V4":
-            user.insert(0, "training")  # popped, kept first
+def keywords(kwargs: dict[str, Any], mode: str, start: int) -> dict[str, Any]:
+    """`kwargs` with each "@<kind>" value replaced by what `<kind>` stands for."""
+    resolved = {}
+    for i, (name, value) in enumerate(kwargs.items()):
+        if isinstance(value, str) and value.startswith("@"):
+            value = positional(value[1:], mode, start + 2 * i)[0]
+        resolved[name] = value
+    return resolved
+
+
+def call_arguments(kinds: str, kwargs: dict[str, Any], mode: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return positional(kinds, mode), keywords(kwargs, mode, 2 * len(kinds) + 1)
+
+
+def tensor_count(kinds: str, kwargs: dict[str, Any]) -> int:
+    keyword_kinds = "".join(v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("@"))
+    return sum(kind in "tLDM" for kind in kinds + keyword_kinds)
+
+
+def is_tensor_value(value: Any) -> bool:
+    return keras.ops.is_tensor(value) or isinstance(value, keras.KerasTensor)
+
+
+def nested_tensor_value(value: Any) -> bool:
+    """A non-empty list, tuple or dict whose leaves are all tensors or None (V3+; V1-V2 take
+    None for a plain leaf)."""
+    if not isinstance(value, (list, tuple, dict)) or len(value) == 0:
+        return False
+    leaves = flatten(value)
+    allow_none = variant() in ("V3", "V4")
+    return all(is_tensor_value(v) or (allow_none and v is None) for v in leaves)
+
+
+def expected_fields(layer: Any, spec: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What `CallSpec._fast_bound` must build for `layer(*args, **kwargs)`, a call that binds,
+    spelled out from the signature and the call alone (KERAS_FACTS.md), without the
+    inserted code: positional arguments fill the positional parameters in order, the rest
+    goes to `*args`; keywords go to their parameters, the rest to `**kwargs`;
+    `user_arguments_dict` holds what was bound in signature order, after (V4) the
+    call-context keywords call() does not accept, which are popped from kwargs (V1-V3:
+    only `training`, dropped); `arguments_dict` every parameter with defaults applied."""
+    parameters = parameters_from_source(spec, defaults())
+    names = [p.name for p in parameters]
+    if variant() == "V4":
+        context = [n for n in layer._call_context_args if n in kwargs and n not in names]
+    else:
+        context = ["training"] if "training" in kwargs and "training" not in names else []
+    rest = {k: v for k, v in kwargs.items() if k not in context}
+    bound: dict[str, Any] = {}
+    positional_parameters = [p for p in parameters if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    for parameter, value in zip(positional_parameters, args, strict=False):
+        bound[parameter.name] = value
+    var_positional = [p.name for p in parameters if p.kind is P.VAR_POSITIONAL]
+    var_keyword = [p.name for p in parameters if p.kind is P.VAR_KEYWORD]
+    if len(args) > len(positional_parameters):
+        bound[var_positional[0]] = tuple(args[len(positional_parameters):])
+    for parameter in parameters:
+        if parameter.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY) and parameter.name in rest:
+            assert parameter.name not in bound, "not a call that binds"
+            bound[parameter.name] = rest.pop(parameter.name)
+    if rest:
+        bound[var_keyword[0]] = dict(rest)
+    arguments: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.name in bound:
+            arguments[parameter.name] = bound[parameter.name]
+        elif parameter.kind is P.VAR_POSITIONAL:
+            arguments[parameter.name] = ()
+        elif parameter.kind is P.VAR_KEYWORD:
+            arguments[parameter.name] = {}
+        else:
+            assert parameter.default is not P.empty, "not a call that binds"
+            arguments[parameter.name] = parameter.default
+    user = [n for n in names if n in bound]
+    if variant() == "V4":
+        user = context + user
+    tensors = [n for n in names if is_tensor_value(arguments[n]) or nested_tensor_value(arguments[n])]
+    nested = [n for n in tensors if not is_tensor_value(arguments[n])]
+    symbolic_arguments = [n for n in tensors if isinstance(arguments[n], keras.KerasTensor)]
     return {
         "user_arguments_dict": user,
         "arguments_dict": names,
         "argument_names": names,
-        "tensor_arguments_dict": bound,
-        "tensor_arguments_names": bound,
-        "nested_tensor_argument_names": [],
-        "kwargs_after": left,
+        "tensor_arguments_dict": tensors,
+        "tensor_arguments_names": tensors,
+        "nested_tensor_argument_names": nested,
+        "kwargs_after": [k for k in kwargs if k not in context],
+        "eager": not nested and not symbolic_arguments,
+        "values": {**{n: kwargs[n] for n in context}, **bound},
+        "first_arg": arguments[names[0]],
     }
 
 
@@ -390,23 +545,39 @@ def check_bound_call(
     if expected == "bound":
         # The fast constructor, directly, against the slow one, each handed its own kwargs copy.
         fast_kwargs, slow_kwargs = dict(kwargs), dict(kwargs)
-        fast = CallSpec._fast_bound(layer._call_spec_fast_bindings, args, fast_kwargs)
+        fast = CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, args, fast_kwargs)
+        assert fast is not None, (describe, "declined")
         slow = slow_spec(layer, args, slow_kwargs)
         assert differences(fast, slow) == [], describe
         assert same_kwargs(fast_kwargs, slow_kwargs), (describe, fast_kwargs, slow_kwargs)
-        # ... and against what the signature alone says it must be.
-        want = expected_fields(spec, args, kwargs)
+        # ... and against what the signature and the call alone say it must be.
+        want = expected_fields(layer, spec, args, kwargs)
         for name in ("user_arguments_dict", "arguments_dict", "tensor_arguments_dict"):
             assert list(getattr(fast, name)) == want[name], (describe, name, list(getattr(fast, name)))
         for name in ("argument_names", "tensor_arguments_names", "nested_tensor_argument_names"):
             assert getattr(fast, name) == want[name], (describe, name, getattr(fast, name))
-        assert fast_kwargs == want["kwargs_after"], (describe, fast_kwargs)
-        assert fast.first_arg is args[0], describe
-        assert fast.eager is not any(isinstance(a, keras.KerasTensor) for a in args), describe
+        assert list(fast_kwargs) == want["kwargs_after"], (describe, fast_kwargs)
+        assert fast.eager is want["eager"], (describe, fast.eager)
+        assert same(fast.first_arg, want["first_arg"]), describe
+        for key, value in want["values"].items():
+            assert same(fast.user_arguments_dict[key], value), (describe, key)
         for key in want["tensor_arguments_dict"]:
-            assert fast.user_arguments_dict[key] is fast.arguments_dict[key] is fast.tensor_arguments_dict[key], describe
-        if "training" in kwargs and "training" in want["user_arguments_dict"]:
-            assert fast.user_arguments_dict["training"] is kwargs["training"], describe
+            assert fast.arguments_dict[key] is fast.tensor_arguments_dict[key], describe
+            if key in fast.user_arguments_dict:
+                assert fast.user_arguments_dict[key] is fast.arguments_dict[key], describe
+        # Every container new: a second call's spec shares none of the first's.
+        again = CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, args, dict(kwargs))
+        for name in ("user_arguments_dict", "arguments_dict", "argument_names", "tensor_arguments_dict",
+                     "tensor_arguments_names", "nested_tensor_argument_names"):
+            assert getattr(fast, name) is not getattr(again, name), (describe, name)
+        for parameter in parameters:
+            if parameter.kind is P.VAR_KEYWORD:  # an unbound **kwargs too is a new {} every call
+                assert fast.arguments_dict[parameter.name] is not again.arguments_dict[parameter.name], describe
+    elif expected == "slow" and layer._call_spec_fast_bindings is not None:
+        # Declined: None, and the kwargs dict untouched (upstream's constructor pops from it).
+        handed = dict(kwargs)
+        assert CallSpec._fast_bound(layer._call_spec_fast_bindings, layer, args, handed) is None, describe
+        assert list(handed) == list(kwargs) and all(handed[k] is kwargs[k] for k in kwargs), (describe, handed)
     # End to end: the layer as built vs its kill-switched twin.
     twins = run_twins(parameters, args, kwargs, prepare)
     assert twins.differences(describe, values=not symbolic_call(args, kwargs)) == []
@@ -420,7 +591,7 @@ def check_bound_call(
 def bound_cases(modes: tuple[str, ...]) -> list[Any]:
     cases = []
     for case in BOUND_CALLS:
-        tensors = sum(kind in "tL" for kind in case[1])
+        tensors = tensor_count(case[1], case[2])
         for mode in modes:
             if mode == "mixed" and tensors < 2:
                 continue
@@ -433,7 +604,8 @@ def bound_cases(modes: tuple[str, ...]) -> list[Any]:
 def test_bound_calls(spec: str, kinds: str, kwargs: dict[str, Any], expected: str, mode: str) -> None:
     if "LENLESS" in spec and not LENLESS_IS_NESTED:
         pytest.skip("this Keras's tree (dm-tree) has no registry")
-    check_bound_call(spec, positional(kinds, mode), kwargs, expected)
+    args, kwargs = call_arguments(kinds, kwargs, mode)
+    check_bound_call(spec, args, kwargs, expected)
 
 
 class Wrapper(keras.layers.Layer):
@@ -504,17 +676,28 @@ def foo_mode_context(layer: Any) -> None:
         ("inputs, foo_mode=False", "t", T, foo_mode_context, "bound"),
         ("inputs", "tt", {}, foo_mode_context, "slow"),
         ("a, b=None", "tt", T, foo_mode_context, "bound"),
-        ("inputs, foo_mode=False", "t", {"foo_mode": True}, foo_mode_context, "slow"),
-        ("inputs", "t", {"foo_mode": True}, foo_mode_context, "slow"),
+        # a registered context arg call() takes is an ordinary argument; one it does not
+        # take is popped and kept first, before what was bound
+        ("inputs, foo_mode=False", "t", {"foo_mode": True}, foo_mode_context, "bound"),
+        ("inputs, training=None", "t", {"foo_mode": True, "training": True}, foo_mode_context, "bound"),
+        ("inputs", "t", {"foo_mode": True}, foo_mode_context, "bound"),
+        ("inputs", "t", {"foo_mode": 1}, without_training_context, "bound"),
+        ("inputs, mask=None", "t", {"mask": "@t", "foo_mode": True, "training": False}, foo_mode_context, "bound"),
+        ("inputs, **kwargs", "t", {"bar": 1, "foo_mode": True}, foo_mode_context, "bound"),
+        ("inputs, **kwargs", "", {"inputs": "@t", "bar": "@L", "training": True}, foo_mode_context, "bound"),
+        # popped only once the call is known to bind: upstream pops, then raises
+        ("inputs", "t", {"foo_mode": True, "bogus": 1}, foo_mode_context, "slow"),
+        ("inputs", "M", {"foo_mode": True}, foo_mode_context, "slow"),
+        ("inputs", "", {"foo_mode": True}, foo_mode_context, "slow"),
     ],
     ids=lambda v: v.__name__ if callable(v) else None,
 )
 def test_call_context_args(
     spec: str, kinds: str, kwargs: dict[str, Any], prepare: Callable[[Any], None], expected: str
 ) -> None:
-    args = positional(kinds, "eager")
+    args, kwargs = call_arguments(kinds, kwargs, "eager")
     check_bound_call(spec, args, kwargs, expected, prepare)
-    if prepare is without_training_context and "training" not in spec:
+    if prepare is without_training_context and "training" not in spec and "training" in kwargs:
         twins = run_twins(parameters_from_source(spec), args, kwargs, prepare)
         assert twins.on[0] == "error" and twins.on[1][0] is TypeError, (spec, twins.on)
 
@@ -581,20 +764,20 @@ def test_fast_bound_specs_share_nothing_between_calls() -> None:
     layer = layer_from_source("a, b=None, padding=PAD, training=None", {"PAD": padding})
     bindings = layer._call_spec_fast_bindings
     x, y = tensor(1.0), tensor(2.0)
-    first = CallSpec._fast_bound(bindings, (x, y), {"training": True})
+    first = CallSpec._fast_bound(bindings, layer, (x, y), {"training": True})
     first.argument_names.append("junk")
     first.arguments_dict["padding"] = None
     first.user_arguments_dict["extra"] = 1
     first.tensor_arguments_dict.clear()
     first.tensor_arguments_names.append("junk")
     first.nested_tensor_argument_names.append("junk")
-    second = CallSpec._fast_bound(bindings, (x, y), {"training": True})
+    second = CallSpec._fast_bound(bindings, layer, (x, y), {"training": True})
     for name in ("user_arguments_dict", "arguments_dict", "argument_names", "tensor_arguments_dict",
                  "tensor_arguments_names", "nested_tensor_argument_names"):
         assert getattr(first, name) is not getattr(second, name), name
     assert differences(second, slow_spec(layer, (x, y), {"training": True})) == []
     assert second.arguments_dict["padding"] is padding
-    third = CallSpec._fast_bound(bindings, (x,), {})
+    third = CallSpec._fast_bound(bindings, layer, (x,), {})
     assert list(third.arguments_dict) == ["a", "b", "padding", "training"]
     assert third.arguments_dict["b"] is None and third.arguments_dict["training"] is None
 
@@ -659,7 +842,7 @@ def test_multi_head_attention_bindings() -> None:
     if HAS_EXTENSION:
         bindings = mha._call_spec_fast_bindings
         assert mha._call_spec_fast_path is True
-        assert {2, 3} <= bindings.arities and 1 not in bindings.arities
-        assert bindings.accepts_training is True
+        assert bindings is not None and bindings.argument_names[:2] == ("query", "value")
+        assert CallSpec._fast_bound(bindings, mha, (tensor(1.0),), {}) is None  # value is missing
     else:
         assert mha._call_spec_fast_path is False

@@ -132,6 +132,9 @@ def test_forward_and_masks(name: str) -> None:
         assert on.fast or on.bound, (name, kwargs, on.paths)
         if HAS_EXTENSION and kwargs and name != "subclassed":
             assert on.bound, (name, kwargs, on.paths)
+        if HAS_EXTENSION:
+            # Every call binds: no CallSpec is built by upstream's constructor.
+            assert fast_model_trace(on, fast_model) == [], (name, kwargs, on.paths)
         assert len(on.specs) == len(off.specs)
         for a, b in zip(on.built, off.built, strict=True):
             assert spec_values(a.spec) == spec_values(b.spec), (name, kwargs, type(a.layer).__name__, a.path)
@@ -162,17 +165,11 @@ def test_two_fit_steps(name: str) -> None:
 
 
 def slow_by_design(built: Built, model: keras.Model) -> bool:
-    """A slow CallSpec the fast paths are not meant to replace: the model's own (its
-    call() takes `**kwargs` from Keras 3.10; before, it is handed a numpy array the model
-    does not convert), a call with another keyword than `training` (MultiHeadAttention
-    calls its Softmax with `mask=`; Functional models before 3.10 pass masks), or a
-    `training` that is not a bool (MultiHeadAttention hands its Dropout `training=None`
-    when it is not given one)."""
-    if built.layer is model:
-        return True
-    if set(built.kwargs_before) - {"training"}:
-        return True
-    return "training" in built.kwargs_before and type(built.kwargs_before["training"]) is not bool
+    """A slow CallSpec the fast paths are not meant to replace: that of a layer the
+    extension gives no bindings (a positional-only `training`). Every call these models
+    make binds (keywords such as `mask=` or `training=None`, nested and dict inputs,
+    `**kwargs`), so none of them is slow by design."""
+    return getattr(built.layer, "_call_spec_fast_bindings", None) is None
 
 
 def fast_model_trace(recorder: Any, model: keras.Model) -> list[str]:
@@ -197,12 +194,14 @@ def test_attention_model_forward_uses_the_bound_path(training: Any) -> None:
     assert same_arrays(fast_out, slow_out), kwargs
     assert same_arrays(get_mask(fast_out), get_mask(slow_out)) if get_mask(fast_out) is not None else get_mask(slow_out) is None
     assert len(on.built) == len(off.built), (on.paths, off.paths)
-    # Every sublayer call that is n tensors with no kwargs or training=<bool> is fast ...
+    # Every sublayer call binds, so none is slow ...
     assert fast_model_trace(on, fast_model) == [], kwargs
-    # ... the attention layer's mha(x, x) [, training=<bool>] among them (unless the model
-    # passes it masks, as Functional models do before Keras 3.10).
+    # ... the attention layer's mha(x, x[, masks][, training=...]) and its Softmax(scores,
+    # mask=...) among them.
     mha = next(b for b in on.built if isinstance(b.layer, keras.layers.MultiHeadAttention))
-    assert mha.path == "bound" or set(mha.kwargs_before) - {"training"}, (mha.path, mha.kwargs_before)
+    assert mha.path == "bound", (mha.path, mha.kwargs_before)
+    softmax = [b for b in on.built if isinstance(b.layer, keras.layers.Softmax)]
+    assert softmax and all(b.path == "bound" for b in softmax), [(b.path, sorted(b.kwargs_before)) for b in softmax]
     if training is not None:
         # Models hand every sublayer training=<bool>.
         assert on.bound, on.paths
@@ -232,14 +231,118 @@ def test_attention_model_train_on_batch() -> None:
         # jax and tensorflow trace the step once; torch runs it eagerly every time.
         if on.built:
             assert on.bound, (step, on.paths)
-            assert fast_model_trace(on, fast_model) == [], step
-            # At most one slow CallSpec per forward pass is the model's own; the others are
-            # the attention layer's Softmax(scores, mask=...), slow by design.
-            passes = max(1, sum(isinstance(b.layer, keras.layers.Embedding) for b in on.built))
-            model_specs = [b for b in on.built if b.layer is fast_model]
-            assert len(model_specs) <= passes, on.paths
-            others = [b for b in on.built if b.path == "slow" and b.layer is not fast_model]
-            assert all(isinstance(b.layer, keras.layers.Softmax) or set(b.kwargs_before) - {"training"}
-                       for b in others), [(type(b.layer).__name__, sorted(b.kwargs_before)) for b in others]
+            # No slow CallSpec: the model's own and the Softmax(scores, mask=...) bind too.
+            assert fast_model_trace(on, fast_model) == [], (step, on.paths)
+            assert "slow" not in on.paths, (step, [(type(b.layer).__name__, b.path) for b in on.built])
     for fast_weight, slow_weight in zip(fast_model.get_weights(), slow_model.get_weights(), strict=True):
         assert same_arrays(fast_weight, slow_weight)
+
+
+# -- a KerasHub-style decoder: keywords, keyword-only calls, Add()([a, b]), dict inputs ----
+
+
+def kv_twins() -> tuple[keras.Model, keras.Model]:
+    """Two `tests.bench.cases.kv_decoder` models (each built from the same global seed, so
+    their dropout seed generators agree) with the same weights; the second never takes
+    the fast path."""
+    from tests.bench.cases import kv_decoder, kv_training_batch
+
+    x, _ = kv_training_batch()
+    models = []
+    for _ in range(2):
+        model = kv_decoder()
+        model(x)  # build
+        models.append(model)
+    models[1].set_weights(models[0].get_weights())
+    disable_fast_path(models[1])
+    return models[0], models[1]
+
+
+def assert_kv_paths(on: Any, off: Any, model: keras.Model) -> None:
+    assert off.built and set(off.paths) == {"slow"}, off.paths
+    assert len(on.built) == len(off.built), (on.paths, off.paths)
+    # Every call binds: the model's own (a dict input, cache keywords), the blocks'
+    # (mask and cache keywords), the attention's (keyword-only), Softmax(mask=),
+    # Add()([a, b]), Dropout without training, the embeddings' start_index=/reverse=.
+    assert fast_model_trace(on, model) == [], [(type(b.layer).__name__, b.path) for b in on.built]
+    assert "slow" not in on.paths, [(type(b.layer).__name__, b.path) for b in on.built]
+    bound = {type(b.layer).__name__ for b in on.built if b.path == "bound"}
+    assert {"KVDecoderLM", "DecoderBlock", "CachedAttention", "Softmax", "Add", "PositionEmbedding",
+            "ReversibleEmbedding"} <= bound, sorted(bound)
+    for a, b in zip(on.built, off.built, strict=True):
+        # (kv_decoder defines its classes afresh for every model: compare their names)
+        assert type(a.layer).__name__ == type(b.layer).__name__, (a.layer, b.layer)
+        assert spec_values(a.spec) == spec_values(b.spec), (type(a.layer).__name__, a.path)
+        assert comparable(a.kwargs_after) == comparable(b.kwargs_after), (type(a.layer).__name__, a.path)
+
+
+@pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+@pytest.mark.parametrize("training", [None, False, True])
+def test_kv_decoder_forward(training: Any) -> None:
+    from tests.bench.cases import kv_training_batch
+
+    fast_model, slow_model = kv_twins()
+    x, _ = kv_training_batch()
+    kwargs = {} if training is None else {"training": training}
+    outs = []
+    for model in (fast_model, slow_model):
+        keras.utils.set_random_seed(99)
+        with recording() as recorder:
+            outs.append((model(x, **kwargs), recorder))
+    (fast_out, on), (slow_out, off) = outs
+    assert same_arrays(fast_out, slow_out), kwargs
+    assert_kv_paths(on, off, fast_model)
+
+
+@pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+def test_kv_decoder_generation_with_a_cache() -> None:
+    """Prompt then one token at a time: the model called with a dict, `cache=` and an int
+    `cache_update_index=`, the blocks with cache slices, the attention layer keyword-only."""
+    from tests.bench.cases import LM_BATCH, LM_PROMPT, kv_cache, kv_padding_mask, kv_training_batch
+
+    fast_model, slow_model = kv_twins()
+    x, _ = kv_training_batch()
+    prompt = keras.ops.convert_to_tensor(x["token_ids"][:LM_BATCH, :LM_PROMPT])
+    results = []
+    for model in (fast_model, slow_model):
+        cache, inputs, index, logits_seen, recorders = kv_cache(), prompt, 0, [], []
+        for _ in range(3):
+            length = int(keras.ops.shape(inputs)[1])
+            with recording() as recorder:
+                logits, cache = model({"token_ids": inputs, "padding_mask": kv_padding_mask(index + length)},
+                                      cache=cache, cache_update_index=index)
+            recorders.append(recorder)
+            logits_seen.append(logits)
+            index += length
+            inputs = keras.ops.expand_dims(keras.ops.cast(keras.ops.argmax(logits[:, -1, :], axis=-1), "int32"), 1)
+        results.append((logits_seen, cache, recorders))
+    (fast_logits, fast_cache, on), (slow_logits, slow_cache, off) = results
+    for a, b in zip(fast_logits, slow_logits, strict=True):
+        assert same_arrays(a, b)
+    assert same_arrays(fast_cache, slow_cache)
+    for step_on, step_off in zip(on, off, strict=True):
+        assert_kv_paths(step_on, step_off, fast_model)
+
+
+@pytest.mark.skipif(not TRAINABLE, reason="the numpy backend does not implement training")
+@pytest.mark.skipif(not HAS_EXTENSION, reason="this fork was built without the extension")
+def test_kv_decoder_train_on_batch() -> None:
+    """Three train_on_batch steps (adam, dropout active): losses and every weight, bit for bit."""
+    from tests.bench.cases import kv_training_batch
+
+    fast_model, slow_model = kv_twins()
+    x, y = kv_training_batch()
+    for step in range(3):
+        losses = []
+        for model in (fast_model, slow_model):
+            keras.utils.set_random_seed(100 + step)
+            with recording() as recorder:
+                losses.append((model.train_on_batch(x, y), recorder))
+        (fast_loss, on), (slow_loss, off) = losses
+        assert fast_loss == slow_loss, (step, fast_loss, slow_loss)  # tolerance 0
+        assert not off.fast and not off.bound
+        if on.built:  # jax and tensorflow trace the step once; torch runs it eagerly every time
+            assert "slow" not in on.paths, (step, [(type(b.layer).__name__, b.path) for b in on.built])
+    for fast_weight, slow_weight in zip(fast_model.get_weights(), slow_model.get_weights(), strict=True):
+        assert same_arrays(fast_weight, slow_weight)
+    assert same_arrays(fast_model(x), slow_model(x))

@@ -393,7 +393,7 @@ BOUND_CALLS: list[tuple[str, str, dict[str, Any], str]] = [
     ("inputs, *args, **kwargs", "tt", {"inputs": "@t"}, "slow"),
     ("a, b", "", {"b": "@t"}, "slow"),  # missing the required a
     ("a, /, b=None", "", {"a": "@t"}, "slow"),  # positional-only passed as a keyword
-    ("a, /, **kwargs", "t", {"a": "@t"}, "slow"),  # binds upstream (a also in **kwargs); declined
+    ("a, /, **kwargs", "t", {"a": "@t"}, "bound"),  # a took a positional: the keyword goes to **kwargs
     ("inputs", "M", {}, "slow"),  # tensors mixed with non-tensors in a nested value: ValueError
     ("inputs", "M", T, "slow"),  # ... after a popped training
     ("inputs, mask=None", "t", {"mask": "@M"}, "slow"),

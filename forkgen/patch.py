@@ -97,12 +97,21 @@ def analyze_series(root: Path, selected: Sequence[Patch] | None = None) -> Analy
     )
 
 
-def drift_error(analysis: Analysis) -> UpstreamDriftError | None:
+class SeriesDriftError(UpstreamDriftError):
+    """Drift of one or more patches of the series, with the whole analysis (every patch's
+    outcome) for reports such as the rebase summary."""
+
+    def __init__(self, message: str, analysis: Analysis) -> None:
+        super().__init__(message)
+        self.analysis = analysis
+
+
+def drift_error(analysis: Analysis) -> SeriesDriftError | None:
     """The error for every drifted patch of `analysis` (None when none drifted)."""
     if not analysis.drifts:
         return None
     lines = [f"upstream drift: {p.detail}" + (f" (patch {p.name})" if len(analysis.patches) > 1 else "") for p in analysis.drifts]
-    return UpstreamDriftError("\n".join(lines))
+    return SeriesDriftError("\n".join(lines), analysis)
 
 
 def analyze(root: Path, selected: Sequence[Patch] | None = None) -> Analysis:

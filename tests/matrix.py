@@ -152,7 +152,7 @@ def write(rows: list[Row], output: Path) -> None:
         "packages (numpy 2, the torch above; no release needed a pin of its own) and checked with",
         "`tests/equivalence/test_field_matrix.py` and `tests/equivalence/test_properties.py`",
         "(100 examples per property). The field matrix expects each variant's own classification",
-        "of defaults (KERAS_FACTS.md) and, for the extension (several positional tensors,",
+        "of defaults ([docs/keras-releases.md](docs/keras-releases.md)) and, for the extension (several positional tensors,",
         "`training=<bool>`), each variant's handling of a `training` that `call()` does not accept.",
         "Skipped: before 3.10 the tests of registered call-context arguments (a V4 feature); in",
         "3.0.x also those of a registered nested type (3.0's tree is dm-tree, which has no",

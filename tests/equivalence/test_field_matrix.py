@@ -141,7 +141,7 @@ INELIGIBLE = [
 ]
 
 
-#: Defaults the CallSpec variants classify differently (KERAS_FACTS.md): V1 counts an
+#: Defaults the CallSpec variants classify differently (docs/keras-releases.md): V1 counts an
 #: empty nested default as a tensor argument (`all()` of nothing) and, like V2, a
 #: nested default of Nones as a plain one; from V3 on, tensors-or-None nesting counts
 #: as tensors. A spec listed here moves to the other list for that variant.
@@ -472,7 +472,7 @@ def nested_tensor_value(value: Any) -> bool:
 
 def expected_fields(layer: Any, spec: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """What `CallSpec._fast_bound` must build for `layer(*args, **kwargs)`, a call that binds,
-    spelled out from the signature and the call alone (KERAS_FACTS.md), without the
+    spelled out from the signature and the call alone (docs/keras-releases.md), without the
     inserted code: positional arguments fill the positional parameters in order, the rest
     goes to `*args`; keywords go to their parameters, the rest to `**kwargs`;
     `user_arguments_dict` holds what was bound in signature order, after (V4) the

@@ -46,7 +46,7 @@ def test_analyze_finds_the_anchors_of_3_15_1(source: Source) -> None:
     assert all(p.outcome == "applied" and not p.present for p in analysis.patches), analysis.patches
     base = next(p for p in analysis.patches if p.name == "callspec-fast-path")
     lines = {a.name: a.line for a in base.anchors}
-    # Line 317 is where shared/KERAS_FACTS.md places the _call_signature statement in 3.15.1.
+    # Line 317 is where docs/keras-releases.md places the _call_signature statement in 3.15.1.
     assert lines["call_signature"] == 317
     assert lines["callspec_construction"] < lines["callspec_class"]
 

@@ -4,7 +4,7 @@
 (CallSpec variant V4) reduced to what the codemods anchor on, and it runs
 against `tests.support.fake_backend`, so the patched result can be executed.
 No Keras code is copied here: the statements are those the CallSpec contract
-in shared/KERAS_FACTS.md describes.
+in docs/keras-releases.md describes.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ _ALL = """\
 
 
 def _older(variant: str) -> str:
-    """LAYER_V4 turned into the shape of an older CallSpec variant (KERAS_FACTS.md)."""
+    """LAYER_V4 turned into the shape of an older CallSpec variant (docs/keras-releases.md)."""
     source = LAYER_V4.replace("(CallSpec variant V4)", f"(CallSpec variant {variant})")
     source = replace_once(source, _V4_BINDING, _OLD_BINDING)
     source = replace_once(

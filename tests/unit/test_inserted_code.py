@@ -582,7 +582,7 @@ def test_generated_direct_fast_bound(
 
 # -- what differs between the variants ------------------------------------------
 
-#: default -> the variants in which a layer with it is eligible (KERAS_FACTS.md):
+#: default -> the variants in which a layer with it is eligible (docs/keras-releases.md):
 #: V1 classifies an empty nested default as a tensor argument and needs no
 #: `__len__`; V1-V2 count None as a non-tensor inside nested defaults.
 BY_VARIANT: list[tuple[str, Any, set[str]]] = [

@@ -1,4 +1,4 @@
-# The extension's rules for CallSpec variant V1 (Keras 3.0.x; see KERAS_FACTS.md):
+# The extension's rules for CallSpec variant V1 (Keras 3.0.x; see docs/keras-releases.md):
 # which keywords `CallSpec.__init__` pops from kwargs before binding, what it
 # keeps of them, and how it classifies a value that is not a tensor. Spliced by
 # the extension codemod into layer.py with the rest of callspec_bound_common.py;

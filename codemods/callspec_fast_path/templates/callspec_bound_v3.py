@@ -1,4 +1,4 @@
-# The extension's rules for CallSpec variant V3 (Keras 3.4.0 - 3.9.2; see KERAS_FACTS.md):
+# The extension's rules for CallSpec variant V3 (Keras 3.4.0 - 3.9.2; see docs/keras-releases.md):
 # which keywords `CallSpec.__init__` pops from kwargs before binding, what it
 # keeps of them, and how it classifies a value that is not a tensor. Spliced by
 # the extension codemod into layer.py with the rest of callspec_bound_common.py;

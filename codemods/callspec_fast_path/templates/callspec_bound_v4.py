@@ -1,5 +1,5 @@
 # The extension's rules for CallSpec variant V4 (Keras 3.10.0 - 3.15.1, master,
-# keras-nightly; see KERAS_FACTS.md): which keywords `CallSpec.__init__` pops
+# keras-nightly; see docs/keras-releases.md): which keywords `CallSpec.__init__` pops
 # from kwargs before binding, what it keeps of them, and how it classifies a
 # value that is not a tensor. Spliced by the extension codemod into layer.py with the rest of callspec_bound_common.py;
 # never imported.

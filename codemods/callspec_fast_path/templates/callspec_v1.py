@@ -1,4 +1,4 @@
-# The rule of CallSpec variant V1 (Keras 3.0.0; see shared KERAS_FACTS.md):
+# The rule of CallSpec variant V1 (Keras 3.0.0; see docs/keras-releases.md):
 # whether `CallSpec.__init__` classifies a default as a plain, non-tensor
 # argument. Spliced by the codemods into layer.py with the rest of
 # callspec_common.py; never imported.

@@ -1,4 +1,4 @@
-# The rule of CallSpec variant V2 (Keras 3.1.0 - 3.3.3; see shared KERAS_FACTS.md):
+# The rule of CallSpec variant V2 (Keras 3.1.0 - 3.3.3; see docs/keras-releases.md):
 # whether `CallSpec.__init__` classifies a default as a plain, non-tensor
 # argument. Spliced by the codemods into layer.py with the rest of
 # callspec_common.py; never imported.

@@ -1,5 +1,5 @@
 # The rule of CallSpec variants V3 (Keras 3.4.0 - 3.9.2) and V4 (3.10.0 - 3.15.1,
-# master, keras-nightly), which classify arguments alike (see KERAS_FACTS.md):
+# master, keras-nightly), which classify arguments alike (see docs/keras-releases.md):
 # whether `CallSpec.__init__` classifies a default as a plain, non-tensor
 # argument. Spliced by the codemods into layer.py with the rest of
 # callspec_common.py; never imported.

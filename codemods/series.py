@@ -39,6 +39,7 @@ SERIES_PACKAGES = (
     "codemods.trainer_symbolic_build_skip",
     "codemods.functional_graph_fast_paths",
     "codemods.torch_max_pool_channels_last",
+    "codemods.torch_convert_to_tensor_noop_moves",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -1,0 +1,94 @@
+"""Patch `torch-convert-to-tensor-noop-moves`: ours (forkgen issue 13, the train_step target);
+no upstream change does this (keras-nightly 3.16.0.dev2026102704 calls both `.to()`s as 3.15.1).
+
+The torch backend's `convert_to_tensor` ends its tensor branch (tensors and Variables' values)
+with `x = x.to(device)` (`device = get_device()`, a str such as "cpu", which torch parses on
+every call) and, when a dtype is given, `x = x.to(to_torch_dtype(dtype))`. Both return `x`
+itself whenever nothing changes (aten's `to_will_alias`), yet cost about 0.3 and 0.6 us a call,
+about 2% of a Transformer `train_on_batch` step. The patch skips each call exactly when torch
+would return `x` itself, with a cheaper test, and otherwise makes the same call:
+
+- only for an exact `torch.Tensor` or `torch.nn.Parameter` (Keras's Variables hold one): a
+  subclass may override `.to`, `.device`, `.dtype` or `__torch_function__`, so it takes
+  upstream's path untouched;
+- only while no torch-function mode is active (a mode sees every `.to()` call; it is asked
+  before `.device` / `.dtype` are read, which a mode would see too);
+- the device move: only for a str `device` whose `torch.device(device)` equals `x.device`, and
+  only when that names one device: "cpu" or a device with an index ("cuda:0"). An index-less
+  "cuda"/"mps"/"xpu" means the *current* device of that kind, which torch resolves at call
+  time, and "cpu:0" is not "cpu" for torch (`.to("cpu:0")` copies a cpu tensor): both always
+  call `.to()`, as does a string torch rejects (it raises as before). The parsed devices are
+  kept in a module-level table of at most 64 entries. The `is_meta` branch (3.10+) is kept;
+- the cast: only when `x.dtype is to_torch_dtype(dtype)` (torch dtypes are singletons), and
+  `to_torch_dtype(dtype)` is still evaluated first, on every call (it raises for unsupported
+  dtypes as before).
+
+So values, dtype, device, requires_grad, grad_fn, memory format, identity and aliasing are
+3.15.1's. Not guarded: code that replaces `torch.Tensor.to` itself (monkeypatching torch's
+class) no longer sees the skipped calls. On a GPU with the index-less default "cuda", the test
+costs about 0.15 us on top of the call it never skips there.
+
+Anchors: `x = x.to(device)` as the only statement of the `else` of `if x.is_meta:` (in both
+shapes: under 3.15.1's `if x.device != device:` or without it, as `torch-convert-to-tensor-device`
+and keras-nightly leave it; so no `requires`) and `x = x.to(to_torch_dtype(dtype))` as the only
+statement of `if dtype is not None:`. The latter is 3.12.0's shape (3.0-3.11 return the cast from
+two places): not applicable before. keras-nightly's `torch/ops/core.py` has the same anchors:
+the patch applies there. No switch: the patched code gives 3.15.1's results.
+"""
+
+from __future__ import annotations
+
+from libcst.codemod import CodemodContext
+
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import (
+    CORE_PY,
+    NAME,
+    NIGHTLY_CORE_PY,
+    Site,
+    SkipNoopMovesCommand,
+    analyze,
+    anchors,
+)
+
+
+def _path(sources: Sources) -> str:
+    # keras-nightly has no torch/core.py: its convert_to_tensor lives in torch/ops/core.py.
+    return CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
+
+
+def _site(sources: Sources, path: str) -> Site:
+    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+
+
+class TorchConvertToTensorNoopMoves(Patch):
+    name = NAME
+    version = "1"
+    headers = Headers(
+        description="torch convert_to_tensor skips its `.to(device)` and `.to(dtype)` calls exactly where "
+        "torch would return the tensor itself.",
+        origin="ours",
+        bug="https://github.com/keras-team/keras/issues/22561",
+        forwarded="not-needed",
+        applied_upstream=None,
+        last_update="2026-12-01",
+    )
+    files = (CORE_PY,)
+    since = "3.12.0"
+    codemods = (SkipNoopMovesCommand,)
+
+    def check(self, sources: Sources) -> Check:
+        site = _site(sources, _path(sources))
+        if site.present:
+            return Check(Outcome.APPLIED, "convert_to_tensor skips no-op `.to()` calls (forkgen)", anchors(site),
+                         present=True)
+        return Check(Outcome.APPLIED, "test both `.to()` calls of convert_to_tensor for a no-op", anchors(site))
+
+    def apply(self, sources: Sources) -> None:
+        path = _path(sources)
+        module = sources.module(path)
+        command = SkipNoopMovesCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
+        sources.replace(path, command.transform_module(module))
+
+
+PATCH = TorchConvertToTensorNoopMoves()

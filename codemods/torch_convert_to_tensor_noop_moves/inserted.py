@@ -1,0 +1,66 @@
+"""What `torch-convert-to-tensor-noop-moves` inserts into the torch backend's `core.py`.
+
+Parsed by the codemod, never imported. Three pieces: `_FORKGEN_TORCH_DEVICES` and
+`_forkgen_torch_device` (module level, inserted right before `def convert_to_tensor`), and the
+bodies of `device_move` (in place of `x = x.to(device)`, which `UPSTREAM` stands for, kept node
+for node) and `dtype_move` (in place of `x = x.to(to_torch_dtype(dtype))`: `UPSTREAM_DTYPE` stands for
+upstream's argument, `to_torch_dtype(dtype)`, kept node for node and still evaluated first, on
+every call). Comments above a function here are notes, not inserted.
+
+Each `.to()` is skipped only where torch would return `x` itself (aten's `to_will_alias`: same
+dtype, same device after `ensure_has_index`, no copy, memory format preserved): for a plain
+`torch.Tensor` or `torch.nn.Parameter` (a subclass may override `.to` or `__torch_function__`),
+with no torch-function mode active (a mode sees every `.to()` call, and every `.device` /
+`.dtype` read, so those are not read either while one is active).
+"""
+# ruff: noqa
+
+
+# Module level, right before `def convert_to_tensor`: the table of parsed devices and its
+# helper (each with its marker comment above it).
+
+
+# forkgen: torch-convert-to-tensor-noop-moves
+_FORKGEN_TORCH_DEVICES = {}
+
+
+# forkgen: torch-convert-to-tensor-noop-moves
+def _forkgen_torch_device(device):
+    """What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
+    the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
+    an index is given); else `device`, which no `torch.device` equals ("cuda" is the current
+    cuda device, torch decides; a string torch rejects makes `.to()` raise as before)."""
+    try:
+        parsed = torch.device(device)
+    except Exception:
+        return device
+    if parsed.type != "cpu" and parsed.index is None:
+        parsed = device
+    if len(_FORKGEN_TORCH_DEVICES) < 64:
+        _FORKGEN_TORCH_DEVICES[device] = parsed
+    return parsed
+
+
+# In the tensor branch of `convert_to_tensor`, in place of `x = x.to(device)` (the move of a
+# tensor that is not on the meta device).
+def device_move(x, device):
+    # forkgen: torch-convert-to-tensor-noop-moves (`.to()` only where it may not return `x` itself)
+    if (
+        (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)
+        or type(device) is not str
+        or torch._C._is_torch_function_mode_enabled()
+        or x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))
+    ):
+        UPSTREAM
+
+
+# In the tensor branch of `convert_to_tensor`, in place of `x = x.to(to_torch_dtype(dtype))`
+# (under `if dtype is not None:`). torch dtypes are singletons: `is` is their equality.
+def dtype_move(x, dtype):
+    _forkgen_dtype = UPSTREAM_DTYPE  # forkgen: torch-convert-to-tensor-noop-moves
+    if (
+        (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)
+        or torch._C._is_torch_function_mode_enabled()
+        or x.dtype is not _forkgen_dtype
+    ):
+        x = x.to(_forkgen_dtype)

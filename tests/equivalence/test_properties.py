@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from hypothesis import HealthCheck, Phase, event, find, given, settings
 from hypothesis import strategies as st
+from keras.src.layers import layer as layer_module
 
 from tests.equivalence.helpers import (
     HAS_EXTENSION,
@@ -264,6 +265,11 @@ def without_training_context(layer: Any) -> None:
     layer._call_context_args = set(layer._call_context_args) - {"training"}
 
 
+#: `Layer.__call__` accepts None among the positional arguments from Keras 3.4 on (when
+#: `is_backend_tensor_or_symbolic` got its `allow_none`).
+NONE_POSITIONALS = "allow_none" in inspect.signature(layer_module.is_backend_tensor_or_symbolic).parameters
+
+
 def binds(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, Any], context: bool) -> bool:
     """Whether upstream's constructor builds a CallSpec for `layer(*args, **kwargs)`
     (it raises for a call that does not bind or mixes tensors with other values in a
@@ -307,6 +313,8 @@ def expected_path(parameters: list[P], args: tuple[Any, ...], kwargs: dict[str, 
     layer with a plan; "bound" for every other call."""
     if any(not (leaf is None or tensor_like(leaf)) for leaf in flatten(list(args))):
         return "none"
+    if not NONE_POSITIONALS and any(leaf is None for leaf in flatten(list(args))):
+        return "none"  # before 3.4, `__call__` rejects a None positional argument too
     if not binds(parameters, args, kwargs, context):
         return "slow"
     if not kwargs and len(args) == 1 and tensor_like(args[0]) and has_plan(parameters):
@@ -332,7 +340,8 @@ def test_bound_calls_follow_the_rule(case: tuple[list[P], tuple[tuple[Any, ...],
         assert taken == [], (describe, twins.fast.paths)
     else:
         assert twins.fast.paths == [expected], (describe, twins.fast.paths)
-        assert twins.on[0] == "ok", (describe, twins.on)
+        # The outcome is the kill-switched twin's (`differences` compares them): an error
+        # upstream raises after the CallSpec (3.4-3.9's build step on a nested None) too.
 
 
 FIND = settings(max_examples=5000, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))

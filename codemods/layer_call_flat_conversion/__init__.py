@@ -16,9 +16,9 @@ What is carried:
   `_layer_call_convert_flat` builds what the two `map_structure` calls build: a new tuple and
   a new dict in the caller's key order, calling `maybe_convert` on the same values in the same
   order. That order depends on the tree implementation (optree visits a dict's leaves in
-  sorted key order and rebuilds the dict in its original order; torch's pytree, used by
-  `tree` on the torch backend, visits in insertion order and does not call the function on
-  None, a node without children for it). The helper does not assume either: the first call
+  sorted key order and rebuilds the dict in its original order; torch 2.13's pytree, used by
+  `tree` on the torch backend, visits in insertion order; both call the function on None,
+  older torch pytrees did not). The helper does not assume either: the first call
   maps a probe tuple and dict with `tree.map_structure` and records the order of the calls,
   whether None is visited and the key order of the result; an implementation that does
   anything else (e.g. rebuilds dicts sorted) disables the patch for the process. Masks

@@ -214,7 +214,7 @@ class FlatConversionCommand(BackportCommand):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         added = [*pieces()["helpers"]]
-        first = added[0]
+        first = cst.ensure_type(added[0], cst.SimpleStatementLine)
         added[0] = first.with_changes(
             leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False), *first.leading_lines]
         )

@@ -201,6 +201,20 @@ def _binds_dtype_policies(tree: ast.Module) -> int:
     return 0
 
 
+def _flat_conversion_body(body: cst.BaseSuite) -> bool:
+    """Whether `body` is upstream's two lines as `layer-call-flat-conversion` (later in the
+    series) nests them: `flat_converted = ...` then `if flat_converted is None:` around them."""
+    return m.matches(
+        body,
+        m.IndentedBlock(
+            body=[
+                m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name("flat_converted"))])]),
+                m.If(body=_GATE_BODY, orelse=m.Else()),
+            ]
+        ),
+    )
+
+
 def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analysis:
     """The conversion gate of `Layer.__call__` and the patch's state, or AnchorDrift."""
     call = cst_function(module, "Layer.__call__", path, tree)
@@ -260,7 +274,7 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
             f"a gate on `{first}` ({len(flags)} `{FLAG}` assignments, {len(ours)} forkgen's; "
             f"{'an' if gate.orelse is not None else 'no'} else branch; {len(helpers)} {HELPER})",
         )
-    if not m.matches(gate.body, _GATE_BODY):
+    if not (m.matches(gate.body, _GATE_BODY) or _flat_conversion_body(gate.body)):
         raise AnchorDrift(
             path, gate_line, "conversion gate body",
             "`args = tree.map_structure(maybe_convert, args)` then the same for kwargs", "another body",

@@ -1,0 +1,90 @@
+"""Patch `layer-call-flat-conversion` (ours): `Layer.__call__` converts flat args and kwargs
+without the two `tree.map_structure` walks.
+
+Step 1 of `Layer.__call__` converts its inputs with `args = tree.map_structure(maybe_convert,
+args)` and the same for kwargs whenever the call is not one tensor of the layer's input dtype
+(after `layer-call-training-only-conversion`: nor that tensor with `training=` alone). Blocks
+called with masks and caches as keywords (`block(x, mask=m, cache=c, cache_update_index=3)`)
+pay both tree walks on every call: about 1.7% of a Transformer `train_on_batch` step and about
+6% of a greedy generate loop (issues 13 and 14 of this project).
+
+What is carried:
+
+* For FLAT calls, every positional argument and every kwarg value a leaf (None, an exact
+  bool/int/float/str, or a backend tensor / KerasTensor type that the installed tree
+  implementation does not treat as a node, asked once per type with `tree.is_nested`),
+  `_layer_call_convert_flat` builds what the two `map_structure` calls build: a new tuple and
+  a new dict in the caller's key order, calling `maybe_convert` on the same values in the same
+  order. That order depends on the tree implementation (optree visits a dict's leaves in
+  sorted key order and rebuilds the dict in its original order; torch 2.13's pytree, used by
+  `tree` on the torch backend, visits in insertion order; both call the function on None,
+  older torch pytrees did not). The helper does not assume either: the first call
+  maps a probe tuple and dict with `tree.map_structure` and records the order of the calls,
+  whether None is visited and the key order of the result; an implementation that does
+  anything else (e.g. rebuilds dicts sorted) disables the patch for the process. Masks
+  (`get/set_keras_mask` inside `maybe_convert`), a replaced `dtype_policy.convert_input` and
+  exceptions behave as in 3.15.1 since `maybe_convert` itself is unchanged and sees the same
+  calls in the same order.
+* Everything else keeps upstream's two lines, unchanged: nested values (lists, dicts,
+  tuples, namedtuples, registered nodes, subclasses of the scalar types), layers whose
+  `_convert_input_args` is False (the gate is not entered), calls the gate skips.
+
+Not carried: nothing upstream to carry (no upstream PR; keras-nightly 3.16.0.dev2026102704
+still walks the trees). The patch anchors on the gate's body, so it applies on 3.10-3.15.1's
+gate, on `layer-call-training-only-conversion`'s and on keras-nightly's; it does not
+`require` that patch. Known limit: a tensor type first seen as a leaf and registered as a tree
+node afterwards keeps being treated as a leaf (the per-type cache).
+
+No kill switch: the behaviour does not depend on runtime state.
+"""
+
+from __future__ import annotations
+
+from libcst.codemod import CodemodContext
+
+from codemods.layer_call_flat_conversion.flat_conversion import (
+    LAYER_PY,
+    NAME,
+    Analysis,
+    FlatConversionCommand,
+    analyze,
+)
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+
+
+def _analysis(sources: Sources) -> Analysis:
+    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
+
+
+class LayerCallFlatConversion(Patch):
+    name = NAME
+    version = "1"
+    headers = Headers(
+        description=(
+            "Layer.__call__ converts flat args and kwargs (leaves only) with one maybe_convert call per value, in "
+            "the order tree.map_structure uses on the installed backend, instead of walking the trees; the results "
+            "are a new tuple and a new dict in the caller's key order. Nested values keep upstream's two "
+            "tree.map_structure calls."
+        ),
+        origin="ours",
+        bug=None,
+        forwarded="not-needed",
+        applied_upstream=None,
+        last_update="2026-12-02",
+    )
+    files = (LAYER_PY,)
+    # The gate's shape (`original_kwargs`, the symbolic operand) that the anchors were checked
+    # on exists from 3.10.0; older releases had other tree implementations (dm-tree) too.
+    since = "3.10.0"
+    codemods = (FlatConversionCommand,)
+
+    def check(self, sources: Sources) -> Check:
+        analysis = _analysis(sources)
+        return Check(Outcome.APPLIED, analysis.detail, analysis.anchors, analysis.state == "present")
+
+    def apply(self, sources: Sources) -> None:
+        command = FlatConversionCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _analysis(sources))
+        sources.replace(LAYER_PY, command.transform_module(sources.module(LAYER_PY)))
+
+
+PATCH = LayerCallFlatConversion()

@@ -20,7 +20,8 @@ def gate_body(maybe_convert, args, kwargs):
 
 def helpers():
     # forkgen: layer-call-flat-conversion
-    _LAYER_CALL_FLAT_SCALARS = frozenset((type(None), bool, int, float, str))
+    # A tuple, not a frozenset: torch.compile's guards on a set of classes fail.
+    _LAYER_CALL_FLAT_SCALARS = (type(None), bool, int, float, str)
     _LAYER_CALL_FLAT_LEAVES = {}
     _LAYER_CALL_FLAT_TREE = {}
 

@@ -20,9 +20,13 @@ def module_level():
 
 
     def _forkgen_any_symbolic_learn(x):
-        # Reads `keras.ops.is_tensor` only once its module is loaded (never imports).
+        # Reads `keras.ops.is_tensor` only once its module is loaded (never imports). Not
+        # while torch.compile traces: Dynamo splits the graph after a global dict changes.
         import sys
 
+        torch = sys.modules.get("torch")
+        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():
+            return
         is_tensor = getattr(sys.modules.get("keras.src.ops.core"), "is_tensor", None)
         if is_tensor is not None:
             _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))

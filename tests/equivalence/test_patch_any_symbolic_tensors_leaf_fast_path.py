@@ -169,13 +169,19 @@ def test_ops_choose_the_same_path() -> None:
     assert isinstance(symbolic, keras.KerasTensor)
 
 
-def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: bool) -> int:
+def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: str) -> int:
+    """Frames Dynamo compiles for two calls of a small train-like step, with the fast path
+    off (3.15.1's path), with an empty table (nothing is learnt while tracing) or with the
+    classes learnt eagerly before."""
     import torch
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter
 
-    if fast:
-        keras_tensor._forkgen_any_symbolic_leaf_types.clear()  # learnt while tracing, too
+    if fast == "empty":
+        keras_tensor._forkgen_any_symbolic_leaf_types.clear()
+    elif fast == "learnt":
+        keras_tensor.any_symbolic_tensors((torch.ones(1), torch.nn.Parameter(torch.ones(1))))
+        assert keras_tensor._forkgen_any_symbolic_leaf_types[torch.Tensor] is True
     else:
         monkeypatch.setattr(keras_tensor, "_forkgen_any_symbolic_plain_types", ())
         monkeypatch.setattr(keras_tensor, "_forkgen_any_symbolic_leaf_types", {})
@@ -200,7 +206,7 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: bool) -> int:
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
 def test_torch_compile_traces_as_many_frames_as_upstream(monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patched:
-        upstream = _compiled_frames(patched, fast=False)
-    with monkeypatch.context() as patched:
-        fork = _compiled_frames(patched, fast=True)
-    assert fork == upstream
+        upstream = _compiled_frames(patched, "off")
+    for fast in ("empty", "learnt"):
+        with monkeypatch.context() as patched:
+            assert _compiled_frames(patched, fast) == upstream, fast

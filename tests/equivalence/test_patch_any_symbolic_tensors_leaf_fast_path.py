@@ -125,6 +125,12 @@ def test_backend_tensors_are_learnt_and_skip_is_nested(monkeypatch: pytest.Monke
     t = keras.ops.ones((2,))
     assert keras_tensor.any_symbolic_tensors((t, None, 1, 2.0, "s", True, [t])) is False
     assert keras_tensor._forkgen_any_symbolic_leaf_types[type(t)] is True
+    variable = keras.Variable(np.ones((2,)))
+    assert keras_tensor.any_symbolic_tensors((np.ones((2,)), variable, Small.ONE)) is False
+    # Leaves that are not backend tensors keep the full test.
+    assert keras_tensor._forkgen_any_symbolic_leaf_types[np.ndarray] is (keras.backend.backend() == "numpy")
+    assert keras_tensor._forkgen_any_symbolic_leaf_types[type(variable)] is False
+    assert keras_tensor._forkgen_any_symbolic_leaf_types[Small] is False
     calls: list[Any] = []
     real = tree.is_nested
 

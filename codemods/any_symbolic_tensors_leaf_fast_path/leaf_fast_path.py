@@ -75,6 +75,7 @@ def pieces() -> tuple[tuple[cst.BaseStatement, ...], tuple[cst.BaseStatement, ..
     body = tuple(cst.ensure_type(loop.body, cst.IndentedBlock).body)
     assert sum(m.matches(s, PLACEHOLDER_LINE) for s in body) == 1, "inserted.py: one UPSTREAM in the loop"
     for first in (module_level[0], body[0]):
+        assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         assert any(line.comment and line.comment.value.startswith(marker(NAME)) for line in first.leading_lines)
     return module_level, body
 
@@ -123,7 +124,7 @@ def _lines(tree: ast.Module) -> tuple[int, list[int]]:
             and node.test.func.attr == "is_nested"
         )
 
-    return function.lineno, sorted(n.lineno for n in ast.walk(function) if is_nested_test(n))
+    return function.lineno, sorted(n.lineno for n in ast.walk(function) if isinstance(n, ast.If) and is_nested_test(n))
 
 
 def analyze(module: cst.Module, tree: ast.Module, path: str = KERAS_TENSOR_PY) -> Site:
@@ -201,8 +202,9 @@ class AnySymbolicTensorsLeafFastPathCommand(BackportCommand):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         module_level, _ = pieces()
-        body = list(updated_node.body)
+        body: list[cst.BaseStatement] = list(updated_node.body)
         function = body[self._index]
+        assert isinstance(function, cst.FunctionDef)
         # The pieces take the blank lines above upstream's `def`; the `def` gets two fresh ones.
         first = module_level[0]
         assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))

@@ -41,6 +41,7 @@ SERIES_PACKAGES = (
     "codemods.torch_max_pool_channels_last",
     "codemods.torch_convert_to_tensor_noop_moves",
     "codemods.layer_call_flat_conversion",
+    "codemods.any_symbolic_tensors_leaf_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

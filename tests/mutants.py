@@ -40,6 +40,7 @@ SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
+ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -394,6 +395,18 @@ MUTANTS = [
         NOOP_MOVES,
         "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
         "        or x.dtype is not _forkgen_dtype\n",
+    ),
+    (
+        "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",
+        ANY_SYMBOLIC,
+        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str)\n",
+        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str, tuple)\n",
+    ),
+    (
+        "any-symbolic-tensors-leaf-fast-path: every leaf class learnt as a certain leaf, tensor or not",
+        ANY_SYMBOLIC,
+        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
+        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
     ),
 ]
 

@@ -62,10 +62,25 @@ def counting_conversions() -> Iterator[list[int]]:
     proxy = types.SimpleNamespace(**{k: getattr(real_tree, k) for k in dir(real_tree) if not k.startswith("__")})
     proxy.map_structure = map_structure
     layer_module.tree = proxy
+    # With `layer-call-flat-conversion`, a flat call is converted without the two walks: it
+    # counts as the two conversions it stands for.
+    real_flat = getattr(layer_module, "_layer_call_convert_flat", None)
+
+    def convert_flat(maybe_convert: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        assert real_flat is not None
+        converted = real_flat(maybe_convert, args, kwargs)
+        if converted is not None:
+            count[0] += 2
+        return converted
+
+    if real_flat is not None:
+        layer_module._layer_call_convert_flat = convert_flat
     try:
         yield count
     finally:
         layer_module.tree = real_tree
+        if real_flat is not None:
+            layer_module._layer_call_convert_flat = real_flat
 
 
 def described(value: Any) -> Any:

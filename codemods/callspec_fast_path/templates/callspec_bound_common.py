@@ -273,12 +273,16 @@ class CallSpec:
             else:
                 return None  # a required argument is missing
             arguments[name] = value
-            if value is None or value.__class__ in plain_types:
+            if value is None:
                 continue
+            # A known tensor class first (the common case), then the plain types.
             symbolic = tensor_types.get(value.__class__)
-            if symbolic is None and is_backend_tensor_or_symbolic(value):
-                symbolic = isinstance(value, KerasTensor)
-                tensor_types[value.__class__] = symbolic
+            if symbolic is None:
+                if value.__class__ in plain_types:
+                    continue
+                if is_backend_tensor_or_symbolic(value):
+                    symbolic = isinstance(value, KerasTensor)
+                    tensor_types[value.__class__] = symbolic
             if symbolic is not None:
                 tensor_arguments[name] = value
                 if symbolic:

@@ -129,7 +129,9 @@ def test_backend_tensors_are_learnt_and_skip_is_nested(monkeypatch: pytest.Monke
     assert keras_tensor.any_symbolic_tensors((np.ones((2,)), variable, Small.ONE)) is False
     # Leaves that are not backend tensors keep the full test.
     assert keras_tensor._forkgen_any_symbolic_leaf_types[np.ndarray] is (keras.backend.backend() == "numpy")
-    assert keras_tensor._forkgen_any_symbolic_leaf_types[type(variable)] is False
+    # A Variable is a backend tensor on TensorFlow only (tf.is_tensor accepts it), a leaf everywhere.
+    learnt = bool(keras.ops.is_tensor(variable)) and not tree.is_nested(variable)
+    assert keras_tensor._forkgen_any_symbolic_leaf_types[type(variable)] is learnt
     assert keras_tensor._forkgen_any_symbolic_leaf_types[Small] is False
     calls: list[Any] = []
     real = tree.is_nested

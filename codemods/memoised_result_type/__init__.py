@@ -66,6 +66,9 @@ class MemoisedResultType(Patch):
         last_update="2026-12-01",
     )
     files = (DTYPES_PY,)
+    #: The memo reads floatx through dtypes.py's module-level `config`, which 3.0-3.1 do not import
+    #: (they call `backend.floatx()`): a build of 3.0.0 with the memo failed with a NameError.
+    since = "3.2.0"
     codemods = (MemoiseResultTypeCommand,)
 
     def check(self, sources: Sources) -> Check:

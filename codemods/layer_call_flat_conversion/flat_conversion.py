@@ -23,25 +23,23 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.layer_call_training_only_conversion.skip_training_only_conversion import (
     _GATE_BODY,
     _GATE_TEST,
     FLAG,
+    ConversionGateCommand,
     leftmost,
     statements,
 )
 from codemods.patchlib import (
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
     has_marker,
     module_level_names,
-    statement_ancestors,
     template_pieces,
 )
 
@@ -165,39 +163,16 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
     return Analysis(state, detail, gate, anchors)
 
 
-class FlatConversionCommand(BackportCommand):
+class FlatConversionCommand(ConversionGateCommand):
     DESCRIPTION: str = (
         "Layer.__call__: flat args and kwargs (leaves only) are converted one maybe_convert call per value, "
         "in tree.map_structure's order, instead of walking the trees."
     )
     VERSION = "1"
+    PATCH_NAME = NAME
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
-    ) -> None:
-        super().__init__(context)
-        self._gate: int | None = None
-        self._path: set[int] = set()
-        self._tree = tree
-        self._given = analysis
-
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        path = self.context.filename or LAYER_PY
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), path)
-        if analysis.state != "fresh":
-            raise SkipFile(f"{NAME}: {analysis.detail}")
-        self._gate = id(analysis.gate)
-        self._path = statement_ancestors(tree, [analysis.gate])
-        return super().transform_module_impl(tree)
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self._path and super().on_visit(node)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return node.name.value == "Layer"
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node.name.value == "__call__"
+    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Analysis:
+        return analyze(tree, module_ast, path)
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.BaseStatement:
         if id(original_node) != self._gate:

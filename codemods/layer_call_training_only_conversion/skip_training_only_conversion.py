@@ -32,6 +32,7 @@ import ast
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import libcst as cst
 import libcst.matchers as m
@@ -310,29 +311,34 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
     return Analysis("fresh" if fresh else "present", detail, gate, anchors)
 
 
-class SkipTrainingOnlyConversionCommand(BackportCommand):
-    DESCRIPTION: str = (
-        "Layer.__call__: a call whose only kwarg is training=None|True|False skips the input conversion; "
-        "the kwargs of such a call are copied, as 3.15.1's conversion did."
-    )
-    VERSION = "1"
+class ConversionGateCommand(BackportCommand):
+    """Base of the codemods that rewrite the input-conversion gate of `Layer.__call__` (this
+    patch's and `layer-call-flat-conversion`'s): analyse the module (or take the caller's
+    analysis), skip it unless the gate is fresh, and visit only the nodes leading to the gate."""
+
+    #: The patch's name, for the skip message.
+    PATCH_NAME: ClassVar[str]
 
     def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
+        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Any = None
     ) -> None:
         super().__init__(context)
         self._gate: int | None = None
         self._path: set[int] = set()
         #: The `ast` of the module to transform, when the caller has it (saves a parse).
         self._tree = tree
-        #: `analyze` of that module, when the caller made it (the series hands over its check's).
+        #: The patch's analysis of that module, when the caller made it (the series hands over its check's).
         self._given = analysis
+
+    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Any:
+        """The patch's analysis of `tree` (with `state`, `detail` and `gate`)."""
+        raise NotImplementedError
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         path = self.context.filename or LAYER_PY
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), path)
+        analysis = self._given or self.analyze(tree, self._tree or ast.parse(tree.code), path)
         if analysis.state != "fresh":
-            raise SkipFile(f"{NAME}: {analysis.detail}")
+            raise SkipFile(f"{self.PATCH_NAME}: {analysis.detail}")
         self._gate = id(analysis.gate)
         # Visit only the nodes leading to the gate: the rest of layer.py is kept as it is,
         # without being rebuilt (`leave_Module` runs all the same).
@@ -347,6 +353,18 @@ class SkipTrainingOnlyConversionCommand(BackportCommand):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return node.name.value == "__call__"
+
+
+class SkipTrainingOnlyConversionCommand(ConversionGateCommand):
+    DESCRIPTION: str = (
+        "Layer.__call__: a call whose only kwarg is training=None|True|False skips the input conversion; "
+        "the kwargs of such a call are copied, as 3.15.1's conversion did."
+    )
+    VERSION = "1"
+    PATCH_NAME = NAME
+
+    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Analysis:
+        return analyze(tree, module_ast, path)
 
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If

@@ -242,9 +242,10 @@ def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
     Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
+    `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words.
     """
     install_project(session, "", TORCH_SPEC, PYTEST, "hypothesis", str(fork_wheel(session)))
-    session.run("python", "tests/mutants.py", env={"KERAS_BACKEND": "torch"})
+    session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})
 
 
 @nox.session(python=PYTHON)

@@ -128,8 +128,8 @@ MUTANTS = [
     (
         "extension: an unbound **kwargs is one {} shared by every call",
         BOUND,
-        "                    value = {}\n",
-        "                    value = _callspec_fast_bindings.__dict__\n",
+        "                value = {}\n",
+        "                value = _callspec_fast_bindings.__dict__\n",
     ),
     (
         "extension: an argument passed positionally and as a keyword binds",
@@ -140,8 +140,8 @@ MUTANTS = [
     (
         "extension: a missing required argument binds",
         BOUND,
-        "                return None  # a required argument is missing\n",
-        "                value = default  # a required argument is missing\n",
+        "                    return None  # a required argument is missing\n",
+        "                    value = default  # a required argument is missing\n",
     ),
     (
         "extension: too many positional arguments bind (the extra one dropped)",
@@ -170,14 +170,14 @@ MUTANTS = [
     (
         "extension: lists are plain values",
         BOUND,
-        "_CALLSPEC_FAST_PLAIN_TYPES = frozenset((bool, int, float, str))\n",
-        "_CALLSPEC_FAST_PLAIN_TYPES = frozenset((bool, int, float, str, list))\n",
+        "_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str)\n",
+        "_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str, list)\n",
     ),
     (
         "extension: first_arg is the first positional argument",
         BOUND,
-        "        self.first_arg = arguments[bindings.argument_names[0]]\n",
-        "        self.first_arg = args[0] if args else arguments[bindings.argument_names[0]]\n",
+        "        self.first_arg = arguments[bindings.first_name]\n",
+        "        self.first_arg = args[0] if args else arguments[bindings.first_name]\n",
     ),
     # The backports: a one-line break of each patch's inserted code.
     (
@@ -434,11 +434,17 @@ def build_mutant(index: int, template_path: str, old: str, new: str, work: Path)
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """`python tests/mutants.py [SUBSTRING ...]`: every mutant, or those whose name holds one
+    of the substrings (numbered as in the full list)."""
+    selected = [(index, mutant) for index, mutant in enumerate(MUTANTS, start=1)
+                if not argv or any(part in mutant[0] for part in argv)]
+    if not selected:
+        raise SystemExit(f"no mutant's name holds any of {argv}")
     survivors = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for index, (name, template_path, old, new) in enumerate(MUTANTS, start=1):
+        for index, (name, template_path, old, new) in selected:
             wheel = build_mutant(index, template_path, old, new, work)
             installed = run([sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)])
             if installed.returncode != 0:
@@ -450,14 +456,16 @@ def main() -> int:
                 # fail-closed gate (tests/support/gate.py) would refuse before any test ran.
                 cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "FORKGEN_WHEEL"},
             )
-            failed = re.findall(r"^FAILED (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
+            failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
             caught = tests.returncode != 0 and failed
             print(f"mutant {index}: {name}: " + (f"caught by {failed[0]}" if caught else "SURVIVED"), flush=True)
             if not caught:
+                print("\n".join(tests.stdout.splitlines()[-15:]), flush=True)
+            if not caught:
                 survivors.append(name)
-    print(f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} mutants caught")
+    print(f"{len(selected) - len(survivors)} of {len(selected)} mutants caught")
     return 1 if survivors else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

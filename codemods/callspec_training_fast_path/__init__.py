@@ -5,7 +5,12 @@ Version 1 covered `layer(x1, ..., xn)` and `layer(..., training=<bool>)`; versio
 "every call shape") binds any call from a plan precomputed per layer (`_CallSpecFastBindings`:
 names, kinds, defaults, `*args`/`**kwargs`), classifies each value as the release's constructor
 does, and hands every call that would not bind, or whose classification raises, to upstream's
-unchanged constructor. The name stays (configurations, `--no-training-fast-path`).
+unchanged constructor. The name stays (configurations, `--no-training-fast-path`). Version 3
+binds the same calls to the same CallSpecs with a cheaper loop (issue "every call shape", the
+5x target): keyword-only and variadic parameters carry a position larger than any argument
+count (`position < len(args)` is one comparison), the fill codes a keyword may take are tested
+first, and the plan keeps the first parameter's name; about 7% off `_fast_bound` for
+`block(x, attention_mask=m, cache=c, cache_update_index=8)`.
 
 One codemod (`extend_callspec_fast_path`): per-layer bindings after the base's flag in
 `Layer.__init__`, an `elif` between the base's fast branch and upstream's `else` in
@@ -26,7 +31,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 class CallSpecTrainingFastPath(Patch):
     name = "callspec-training-fast-path"
-    version = "2"
+    version = "3"
     headers = Headers(
         description=(
             "Extends the CallSpec fast path to every call that binds (CallSpec._fast_bound): any "

@@ -227,7 +227,7 @@ def test_a_partial_extension_is_drift(mutation: object, found: str) -> None:
 def test_a_different_fast_bound_is_drift() -> None:
     mutated = replace_once(
         PATCHED,
-        "        self.first_arg = arguments[bindings.argument_names[0]]\n",
+        "        self.first_arg = arguments[bindings.first_name]\n",
         "        self.first_arg = arguments[bindings.argument_names[-1]]\n",
     )
     with pytest.raises(AnchorDrift, match="a different `_fast_bound`"):

@@ -640,6 +640,7 @@ def test_eligibility_follows_each_variant(
 
 A, B, C, K = Tensor(1.0), Tensor(2.0), Tensor(3.0), KerasTensor()
 DEFAULT, REQ, VARPOS, VARKW = 0, 1, 2, 3  # the `_CALLSPEC_FAST_*` fill codes
+NOPOS = 1 << 62  # `_CALLSPEC_FAST_NO_POSITION`: a parameter that takes no positional argument
 
 #: signature -> (parameters as (name, position, fill, default), positional_count,
 #: var_positional, var_keyword, keyword_names, positional_only_names), or None when it
@@ -663,10 +664,10 @@ BINDINGS: list[tuple[str, Any]] = [
             (
                 ("a", 0, REQ, REQUIRED),
                 ("b", 1, DEFAULT, 1),
-                ("args", -1, VARPOS, REQUIRED),
-                ("c", -1, REQ, REQUIRED),
-                ("d", -1, DEFAULT, None),
-                ("kw", -1, VARKW, REQUIRED),
+                ("args", NOPOS, VARPOS, REQUIRED),
+                ("c", NOPOS, REQ, REQUIRED),
+                ("d", NOPOS, DEFAULT, None),
+                ("kw", NOPOS, VARKW, REQUIRED),
             ),
             2,
             "args",
@@ -675,9 +676,9 @@ BINDINGS: list[tuple[str, Any]] = [
             {"a"},
         ),
     ),
-    ("*args", ((("args", -1, VARPOS, REQUIRED),), 0, "args", None, set(), set())),
-    ("**kwargs", ((("kwargs", -1, VARKW, REQUIRED),), 0, None, "kwargs", set(), set())),
-    ("*, inputs", ((("inputs", -1, REQ, REQUIRED),), 0, None, None, {"inputs"}, set())),
+    ("*args", ((("args", NOPOS, VARPOS, REQUIRED),), 0, "args", None, set(), set())),
+    ("**kwargs", ((("kwargs", NOPOS, VARKW, REQUIRED),), 0, None, "kwargs", set(), set())),
+    ("*, inputs", ((("inputs", NOPOS, REQ, REQUIRED),), 0, None, None, {"inputs"}, set())),
     ("training", ((("training", 0, REQ, REQUIRED),), 1, None, None, {"training"}, set())),
     (
         "a, b=(3, 3), /, c=None",
@@ -693,7 +694,7 @@ BINDINGS: list[tuple[str, Any]] = [
     (
         "inputs, *, training",
         (
-            (("inputs", 0, REQ, REQUIRED), ("training", -1, REQ, REQUIRED)),
+            (("inputs", 0, REQ, REQUIRED), ("training", NOPOS, REQ, REQUIRED)),
             1,
             None,
             None,
@@ -720,6 +721,7 @@ def test_bindings_of_signatures(variant: str, spec: str, expected: Any) -> None:
         module._CALLSPEC_FAST_VAR_POSITIONAL,
         module._CALLSPEC_FAST_VAR_KEYWORD,
     ) == (DEFAULT, REQ, VARPOS, VARKW)
+    assert module._CALLSPEC_FAST_NO_POSITION == NOPOS
     layer = make_layer(module, params(spec))
     bindings = module._callspec_fast_bindings(layer._call_signature)
     describe = f"{variant}: call(self, {spec})"
@@ -737,6 +739,7 @@ def test_bindings_of_signatures(variant: str, spec: str, expected: Any) -> None:
     names = tuple(p[0] for p in parameters)
     assert bindings.argument_names == names == tuple(layer._call_signature.parameters), describe
     assert bindings.parameter_names == frozenset(names), describe
+    assert bindings.first_name == names[0], describe
     assert bindings.parameters == parameters, describe
     for name, _, _, default in bindings.parameters:
         assert default is layer._call_signature.parameters[name].default, (

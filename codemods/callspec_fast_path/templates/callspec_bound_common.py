@@ -23,11 +23,17 @@
 # How `CallSpec._fast_bound` fills a parameter that the call did not bind: a
 # positional or keyword parameter takes its default (or, without one, the call
 # does not bind), `*args` takes `()`, `**kwargs` a new `{}`; as
-# `BoundArguments.apply_defaults` does.
+# `BoundArguments.apply_defaults` does. The two codes a keyword can fill come
+# first, so that one comparison tells them from the variadic ones.
 _CALLSPEC_FAST_DEFAULT = 0
 _CALLSPEC_FAST_REQUIRED = 1
 _CALLSPEC_FAST_VAR_POSITIONAL = 2
 _CALLSPEC_FAST_VAR_KEYWORD = 3
+
+# The `position` of a parameter that takes no positional argument (keyword-only
+# and variadic ones): larger than any call's argument count, so that
+# `position < len(args)` alone tells whether the parameter took one.
+_CALLSPEC_FAST_NO_POSITION = 1 << 62
 
 # Values that are neither tensors nor nested structures on any backend, so that
 # classifying them needs no call (exact types only: subclasses take the full test).
@@ -51,7 +57,7 @@ class _CallSpecFastBindings:
 
     `parameters` holds, in signature order, `(name, position, fill, default)`:
     `position` is the index of the positional argument the parameter takes
-    (-1 for keyword-only and variadic parameters), `fill` one of the
+    (`_CALLSPEC_FAST_NO_POSITION` for keyword-only and variadic parameters), `fill` one of the
     `_CALLSPEC_FAST_*` codes above. `positional_count` is the number of
     parameters that take a positional argument, `var_positional` and
     `var_keyword` the names of `*args` and `**kwargs` (or None),
@@ -71,6 +77,7 @@ class _CallSpecFastBindings:
         "var_keyword",
         "keyword_names",
         "positional_only_names",
+        "first_name",
     )
 
     def __init__(
@@ -93,6 +100,7 @@ class _CallSpecFastBindings:
         self.var_keyword = var_keyword
         self.keyword_names = keyword_names
         self.positional_only_names = positional_only_names
+        self.first_name = argument_names[0]
 
 
 def _callspec_fast_bindings(signature):
@@ -113,7 +121,7 @@ def _callspec_fast_bindings(signature):
     for parameter in signature.parameters.values():
         name = parameter.name
         kind = parameter.kind
-        position = -1
+        position = _CALLSPEC_FAST_NO_POSITION
         if kind is inspect.Parameter.POSITIONAL_ONLY:
             if name == "training":
                 return None
@@ -248,30 +256,26 @@ class CallSpec:
         plain_types = _CALLSPEC_FAST_PLAIN_TYPES
         tensor_types = _CALLSPEC_FAST_TENSOR_TYPES
         for name, position, fill, default in bindings.parameters:
-            if 0 <= position < count:
+            if position < count:
                 if kwargs and name in kwargs and name in keyword_names:
                     return None  # also passed as a keyword
-                value = args[position]
-                user_arguments[name] = value
+                value = user_arguments[name] = args[position]
+            elif fill < _CALLSPEC_FAST_VAR_POSITIONAL:  # a keyword may fill it
+                if name in kwargs:
+                    value = user_arguments[name] = kwargs[name]
+                elif fill == _CALLSPEC_FAST_DEFAULT:
+                    value = default
+                else:
+                    return None  # a required argument is missing
             elif fill == _CALLSPEC_FAST_VAR_POSITIONAL:
                 if count > positional_count:
-                    value = tuple(args[positional_count:])
-                    user_arguments[name] = value
+                    value = user_arguments[name] = tuple(args[positional_count:])
                 else:
                     value = ()
-            elif fill == _CALLSPEC_FAST_VAR_KEYWORD:
-                if extra is not None:
-                    value = extra
-                    user_arguments[name] = value
-                else:
-                    value = {}
-            elif kwargs and name in kwargs:
-                value = kwargs[name]
-                user_arguments[name] = value
-            elif fill == _CALLSPEC_FAST_DEFAULT:
-                value = default
+            elif extra is not None:  # **kwargs, holding the keywords no parameter took
+                value = user_arguments[name] = extra
             else:
-                return None  # a required argument is missing
+                value = {}
             arguments[name] = value
             if value is None:
                 continue
@@ -305,6 +309,6 @@ class CallSpec:
         self.tensor_arguments_dict = tensor_arguments
         self.tensor_arguments_names = list(tensor_arguments)
         self.nested_tensor_argument_names = nested_names
-        self.first_arg = arguments[bindings.argument_names[0]]
+        self.first_arg = arguments[bindings.first_name]
         self.eager = eager
         return self

@@ -307,7 +307,7 @@ class CallSpec:
         self.arguments_dict = arguments
         self.argument_names = list(bindings.argument_names)
         self.tensor_arguments_dict = tensor_arguments
-        self.tensor_arguments_names = list(tensor_arguments)
+        self.tensor_arguments_names = [*tensor_arguments]
         self.nested_tensor_argument_names = nested_names
         self.first_arg = arguments[bindings.first_name]
         self.eager = eager

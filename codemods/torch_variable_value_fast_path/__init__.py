@@ -29,17 +29,24 @@ is "meta" or not an exact `str`, an uninitialised variable, a tracker of another
 the body. The reads have no side effects the body would not have (the thread's dict of the
 local is created by `__dict__` as by `getattr`).
 
-The guards that keep it exact: `type(self) is Variable` (a subclass may override `_value`,
-`_autocast`, `_maybe_autocast`, `trainable`, ...); the module globals the body calls
-(`in_stateless_scope`, `get_device`, `get_autocast_scope` of
-`keras.src.backend.common.variables`, which `_maybe_autocast` calls, `get_global_attribute`
-of `global_state`) and `Variable._maybe_autocast` are identical to the objects captured right
-after `class Variable` when the module was imported; a monkeypatched one runs the body. The
-captured names go at module level after the class (`get_device` is checked to be upstream's,
-above the class). These functions are identical in every release 3.5.0-3.15.1 and in
-keras-nightly (compared by AST). Left: an attribute `_maybe_autocast` set on one instance's
-`__dict__`, or the modules' own `global_state` names rebound to another module (the fast path
-would not see them; no code does either).
+The guards that keep it exact. `type(self)._maybe_autocast is` the `_maybe_autocast` of
+`KerasVariable` captured at import (one class attribute look-up): the variables Keras makes are
+instances of `keras.src.backend.Variable`, an empty subclass of this class, so a guard on the
+exact class would never let the fast path run (a first draft had one); the only
+method the body calls on `self` that a subclass could override is `_maybe_autocast`, and a
+class whose `_maybe_autocast` is not the captured one (its own, or one monkeypatched on any
+class of the MRO) runs the body. The module globals the body reaches (`in_stateless_scope`
+and `get_device` of this module, `get_autocast_scope` in `_maybe_autocast`'s own globals,
+`global_state.get_global_attribute`) are identical to the objects captured right after
+`class Variable` when the module was imported; a monkeypatched one runs the body. The
+codemod checks `get_device` to be upstream's (above the class); `in_stateless_scope`,
+`get_autocast_scope`, `get_global_attribute` and `_maybe_autocast` are identical in every
+release 3.5.0-3.15.1 and in keras-nightly (compared by AST). Not guarded, because no code
+does it: a `_maybe_autocast` set on one instance's `__dict__`; `_value` or `_autocast`
+turned into a descriptor with side effects (the fast path reads `_value` once and then
+`_autocast`, where the body reads `_value` twice, the second time just before `_autocast`
+inside `_maybe_autocast`: same values, one read fewer); the modules' own `global_state`
+names rebound to another module.
 
 TorchDynamo: the getter's comment says `super()` cannot be used there; the fast path calls
 nothing but `type`, `dict.get` and comparisons, which Dynamo traces (and a graph break would

@@ -41,12 +41,12 @@ LOCALS = ("fast_value", "fast_tracker", "fast_state", "fast_device")
 #: The module-level names the first piece binds.
 CAPTURED = (
     "_forkgen_local_type",
-    "_forkgen_common_variables",
+    "_forkgen_maybe_autocast",
+    "_forkgen_autocast_globals",
+    "_forkgen_get_autocast_scope",
     "_forkgen_in_stateless_scope",
     "_forkgen_get_device",
-    "_forkgen_get_autocast_scope",
     "_forkgen_get_global_attribute",
-    "_forkgen_maybe_autocast",
 )
 #: What the fast path reads from the module: bound above `class Variable` (imported or defined).
 REQUIRED = ("in_stateless_scope", "get_device", "global_state", "KerasVariable")
@@ -161,7 +161,7 @@ def _lines(tree: ast.Module) -> tuple[int, int, int]:
     getters = [s for s in cls[0].body if isinstance(s, ast.FunctionDef) and s.name == "value"] if len(cls) == 1 else []
     devices = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "get_device"]
     return (
-        cls[0].lineno if len(cls) == 1 else 1,
+        cls[0].lineno if cls else 1,
         getters[0].lineno if getters else (cls[0].lineno if len(cls) == 1 else 1),
         devices[0].lineno if devices else 1,
     )
@@ -264,7 +264,7 @@ class TorchVariableValueFastPathCommand(BackportCommand):
         # Upstream's comment lines above the closure stay the getter's first lines.
         body[0:1] = [
             branch.with_changes(leading_lines=[*first.leading_lines, *branch.leading_lines]),
-            first.with_changes(leading_lines=[]),
+            first.with_changes(leading_lines=[cst.EmptyLine(indent=False)]),
         ]
         getter = site.getter.with_changes(body=site.getter.body.with_changes(body=body))
         members = [getter if s is site.getter else s for s in cst.ensure_type(site.cls.body, cst.IndentedBlock).body]

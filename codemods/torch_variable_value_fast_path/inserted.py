@@ -12,23 +12,22 @@ return. The comments are the markers that tell the pieces are forkgen's.
 def module_level():
     # forkgen: torch-variable-value-fast-path (the originals Variable.value's fast path relies on)
     from threading import local as _forkgen_local_type
-    from keras.src.backend.common import variables as _forkgen_common_variables
+    _forkgen_maybe_autocast = KerasVariable._maybe_autocast
+    _forkgen_autocast_globals = _forkgen_maybe_autocast.__globals__
+    _forkgen_get_autocast_scope = _forkgen_autocast_globals["get_autocast_scope"]
     _forkgen_in_stateless_scope = in_stateless_scope
     _forkgen_get_device = get_device
-    _forkgen_get_autocast_scope = _forkgen_common_variables.get_autocast_scope
     _forkgen_get_global_attribute = global_state.get_global_attribute
-    _forkgen_maybe_autocast = Variable._maybe_autocast
 
 
 def value_fast_path(self):
     # forkgen: torch-variable-value-fast-path (no scope, no autocast, a non-meta str device: `self._value`)
     if (
-        type(self) is Variable
+        type(self)._maybe_autocast is _forkgen_maybe_autocast
         and in_stateless_scope is _forkgen_in_stateless_scope
         and get_device is _forkgen_get_device
-        and _forkgen_common_variables.get_autocast_scope is _forkgen_get_autocast_scope
+        and _forkgen_autocast_globals["get_autocast_scope"] is _forkgen_get_autocast_scope
         and global_state.get_global_attribute is _forkgen_get_global_attribute
-        and Variable._maybe_autocast is _forkgen_maybe_autocast
     ):
         fast_value = self._value
         fast_tracker = global_state.GLOBAL_STATE_TRACKER

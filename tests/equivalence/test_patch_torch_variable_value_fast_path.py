@@ -10,7 +10,9 @@ global and from another thread.
 
 from __future__ import annotations
 
+import sys
 import threading
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -88,6 +90,53 @@ def make(dtype: str = "float32", autocast: bool = True, trainable: bool = True) 
                           trainable=trainable and dtype.startswith("float"))
 
 
+
+def python_calls(read: Callable[[], Any]) -> set[Any]:
+    """The code objects of the Python functions `read()` calls (a profiler sees them without
+    replacing any of the globals the fast path checks)."""
+    seen: set[Any] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        read()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def body_functions() -> dict[str, Any]:
+    """What upstream's body calls on every read and the fast path never does."""
+    return {
+        "in_stateless_scope": core.in_stateless_scope.__code__,
+        "get_device": core.get_device.__code__,
+        "_maybe_autocast": common_variables.Variable._maybe_autocast.__code__,
+        "get_autocast_scope": common_variables.get_autocast_scope.__code__,
+    }
+
+
+def test_the_fast_path_is_taken_for_keras_variables_and_layer_weights() -> None:
+    """`keras.Variable` and layer weights are instances of `keras.src.backend.Variable`, a
+    subclass of the torch core's `Variable`: the fast path must fire for them (a guard on the
+    exact class once kept it from ever firing)."""
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    getter = core.Variable.value.fget.__code__
+    for variable in (keras.Variable(1.0), layer.kernel, layer.bias):
+        assert type(variable) is not core.Variable and isinstance(variable, core.Variable)
+        calls = python_calls(lambda v=variable: v.value)
+        assert getter in calls
+        assert not {name for name, code in body_functions().items() if code in calls}
+        assert variable.value is variable._value
+    # The detector sees the body when it runs (an autocast scope with an autocast variable).
+    with common_variables.AutocastScope("float16"):
+        calls = python_calls(lambda: layer.kernel.value)
+    assert {"in_stateless_scope", "get_device", "_maybe_autocast"} <= {
+        name for name, code in body_functions().items() if code in calls
+    }
 
 
 def test_eager_returns_the_stored_parameter() -> None:

@@ -1,0 +1,114 @@
+"""Patch `torch-variable-value-fast-path` (ours, not upstream): the torch backend's
+`Variable.value` returns `self._value` straight away when upstream's body would return that
+same object.
+
+Upstream's getter (Keras 3.5.0-3.15.1, and keras-nightly 3.16.0.dev2026102704 in
+`torch/ops/core.py`) builds the closure `maybe_use_symbolic_tensor` on every read, calls
+`in_stateless_scope()`, `self._maybe_autocast(...)` (-> `get_autocast_scope()`) and
+`str(get_device()) == "meta"`: three global-state look-ups, about 0.57 us a read. A
+Transformer's `train_on_batch` step reads `.value` 128 times. The patch puts a guarded fast
+path above the body, which is left as it is and runs whenever the fast path does not return.
+
+Why the fast path returns exactly what the body returns. The body returns `self._value`
+itself when: (1) `in_stateless_scope()` is False, so the stateless branch is skipped
+(`in_stateless_scope()` is `global_state.get_global_attribute("stateless_scope") is not None`);
+(2) `self._value is not None`, so the `else` runs `self._maybe_autocast(self._value)`; (3) that
+returns its argument: `_maybe_autocast` returns `value` unless `self._autocast` is true and
+`get_autocast_scope()` (`get_global_attribute("autocast_scope")`) is not None; (4)
+`maybe_use_symbolic_tensor` returns its argument: it does unless `str(get_device()) == "meta"`,
+and `get_device()` is `get_global_attribute("torch_device", None)`, or `DEFAULT_DEVICE` when that
+is None; for an exact `str` device, `str(device)` is the device itself, so "not `"meta"`" is
+the plain comparison. `get_global_attribute(name)` is `getattr(GLOBAL_STATE_TRACKER, name,
+None)` (the default None changes nothing); on an object whose type is exactly
+`threading.local`, for a name that the type does not answer itself (none of these three is a
+dunder or in `dir(threading.local)`), that is the calling thread's dict's `.get(name)` (the
+reasoning of `global-state-lookup-fast-path`, which this patch does not depend on). The fast
+path checks exactly (1)-(4) that way, reading the tracker once, and returns `self._value`;
+anything else (a scope entered, an autocast scope with an autocast variable, a device that
+is "meta" or not an exact `str`, an uninitialised variable, a tracker of another type) runs
+the body. The reads have no side effects the body would not have (the thread's dict of the
+local is created by `__dict__` as by `getattr`).
+
+The guards that keep it exact. `type(self)._maybe_autocast is` the `_maybe_autocast` of
+`KerasVariable` captured at import (one class attribute look-up): the variables Keras makes are
+instances of `keras.src.backend.Variable`, an empty subclass of this class, so a guard on the
+exact class would never let the fast path run (a first draft had one); the only
+method the body calls on `self` that a subclass could override is `_maybe_autocast`, and a
+class whose `_maybe_autocast` is not the captured one (its own, or one monkeypatched on any
+class of the MRO) runs the body. The module globals the body reaches (`in_stateless_scope`
+and `get_device` of this module, `get_autocast_scope` in `_maybe_autocast`'s own globals,
+`global_state.get_global_attribute`) are identical to the objects captured right after
+`class Variable` when the module was imported; a monkeypatched one runs the body. The
+codemod checks `get_device` to be upstream's (above the class); `in_stateless_scope`,
+`get_autocast_scope`, `get_global_attribute` and `_maybe_autocast` are identical in every
+release 3.5.0-3.15.1 and in keras-nightly (compared by AST). Not guarded, because no code
+does it: a `_maybe_autocast` set on one instance's `__dict__`; `_value` or `_autocast`
+turned into a descriptor with side effects (the fast path reads `_value` once and then
+`_autocast`, where the body reads `_value` twice, the second time just before `_autocast`
+inside `_maybe_autocast`: same values, one read fewer); the modules' own `global_state`
+names rebound to another module.
+
+TorchDynamo: the getter's comment says `super()` cannot be used there; the fast path calls
+nothing but `type`, `dict.get` and comparisons, which Dynamo traces (and a graph break would
+fall back to eager, not change results).
+
+Not carried: nothing upstream; the body, `_maybe_autocast` and the global-state functions are
+left as they are. Applies from Keras 3.5.0 (`since`): 3.0.0-3.4.1's getter has another shape
+(no closure, no meta stub). No switch: the fast path keeps no state and returns the object
+the body returns in every state it accepts; everywhere else the body itself runs.
+"""
+
+from __future__ import annotations
+
+from libcst.codemod import CodemodContext
+
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.torch_variable_value_fast_path.fast_value import (
+    CORE_PY,
+    NAME,
+    NIGHTLY_CORE_PY,
+    Site,
+    TorchVariableValueFastPathCommand,
+    analyze,
+    anchors,
+)
+
+
+def _path(sources: Sources) -> str:
+    # keras-nightly has no torch/core.py: its Variable lives in torch/ops/core.py.
+    return CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
+
+
+def _site(sources: Sources, path: str) -> Site:
+    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+
+
+class TorchVariableValueFastPath(Patch):
+    name = NAME
+    version = "1"
+    headers = Headers(
+        description="torch Variable.value returns self._value straight away when no stateless scope, no "
+        "autocast scope (or an autocast=False variable) and a non-meta str device leave the body nothing to do.",
+        origin="ours",
+        bug="https://github.com/keras-team/keras/issues/22561",
+        forwarded="not-needed",
+        applied_upstream=None,
+        last_update="2026-12-01",
+    )
+    files = (CORE_PY,)
+    since = "3.5.0"
+    codemods = (TorchVariableValueFastPathCommand,)
+
+    def check(self, sources: Sources) -> Check:
+        site = _site(sources, _path(sources))
+        if site.ours:
+            return Check(Outcome.APPLIED, "Variable.value has the fast path (forkgen)", anchors(site), present=True)
+        return Check(Outcome.APPLIED, "a fast path returning self._value at the top of Variable.value", anchors(site))
+
+    def apply(self, sources: Sources) -> None:
+        path = _path(sources)
+        command = TorchVariableValueFastPathCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
+        sources.replace(path, command.transform_module(sources.module(path)))
+
+
+PATCH = TorchVariableValueFastPath()

@@ -1,0 +1,275 @@
+"""Patch torch-variable-value-fast-path on the installed fork (torch backend only).
+
+The patch puts a fast path above the torch `Variable.value` getter's body. The getter must
+return what a copy of 3.15.1's body, written below and called on the same variable in the same
+state, returns: the same object when that is a stored tensor, else a tensor of the same kind,
+values, dtype, device and requires_grad; in eager code, inside stateless and autocast scopes,
+under a meta device, for an uninitialised variable, for a subclass, with a monkeypatched
+global and from another thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.equivalence.helpers import patch_applied
+
+APPLIED = patch_applied("torch-variable-value-fast-path")
+TORCH = keras.backend.backend() == "torch"
+pytestmark = [
+    pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-variable-value-fast-path"),
+    pytest.mark.skipif(not TORCH, reason="the patch changes the torch backend only"),
+]
+
+if APPLIED and TORCH:
+    import torch
+    from keras.src.backend.common import global_state
+    from keras.src.backend.common import variables as common_variables
+    from keras.src.backend.common.stateless_scope import StatelessScope
+    from keras.src.backend.torch import core
+
+    def reference_value(variable: Any) -> Any:
+        """3.15.1's getter body (written for this test), resolved through the same globals."""
+
+        def symbolic_stub(value: Any) -> Any:
+            if str(core.get_device()) == "meta" and str(value.device) != "meta":
+                return torch.nn.Parameter(
+                    torch.empty(size=variable._shape, dtype=core.to_torch_dtype(variable._dtype), device="meta"),
+                    requires_grad=variable.trainable,
+                )
+            return value
+
+        if core.in_stateless_scope():
+            held = core.get_stateless_scope().get_current_value(variable)
+            if held is not None:
+                return symbolic_stub(variable._maybe_autocast(held))
+        if variable._value is None:
+            value = variable._maybe_autocast(variable._initializer(variable._shape, dtype=variable._dtype))
+        else:
+            value = variable._maybe_autocast(variable._value)
+        return symbolic_stub(value)
+
+
+def same(got: Any, want: Any) -> None:
+    """`got` is `want` when `want` is the variable's stored tensor (or a scope's); otherwise a
+    fresh tensor of the same kind, dtype, device, shape, requires_grad and values."""
+    assert type(got) is type(want)
+    assert got.dtype == want.dtype and got.device == want.device and tuple(got.shape) == tuple(want.shape)
+    assert got.requires_grad == want.requires_grad
+    if got.device.type != "meta":
+        np.testing.assert_array_equal(got.detach().float().cpu().numpy(), want.detach().float().cpu().numpy())
+
+
+def check(variable: Any) -> Any:
+    want = reference_value(variable)
+    got = variable.value
+    same(got, want)
+    stored = [variable._value]
+    scope = global_state.get_global_attribute("stateless_scope")
+    if scope is not None:
+        stored.append(scope.get_current_value(variable))
+    if any(want is s for s in stored if s is not None):
+        assert got is want
+    else:
+        assert all(got is not s for s in stored if s is not None)
+    return got
+
+
+def make(dtype: str = "float32", autocast: bool = True, trainable: bool = True) -> Any:
+    return keras.Variable(np.arange(6, dtype="float32").reshape(2, 3), dtype=dtype, autocast=autocast,
+                          trainable=trainable and dtype.startswith("float"))
+
+
+
+def python_calls(read: Callable[[], Any]) -> set[Any]:
+    """The code objects of the Python functions `read()` calls (a profiler sees them without
+    replacing any of the globals the fast path checks)."""
+    seen: set[Any] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        read()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def body_functions() -> dict[str, Any]:
+    """What upstream's body calls on every read and the fast path never does."""
+    return {
+        "in_stateless_scope": core.in_stateless_scope.__code__,
+        "get_device": core.get_device.__code__,
+        "_maybe_autocast": common_variables.Variable._maybe_autocast.__code__,
+        "get_autocast_scope": common_variables.get_autocast_scope.__code__,
+    }
+
+
+def test_the_fast_path_is_taken_for_keras_variables_and_layer_weights() -> None:
+    """`keras.Variable` and layer weights are instances of `keras.src.backend.Variable`, a
+    subclass of the torch core's `Variable`: the fast path must fire for them (a guard on the
+    exact class once kept it from ever firing)."""
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    getter = core.Variable.value.fget.__code__
+    for variable in (keras.Variable(1.0), layer.kernel, layer.bias):
+        assert type(variable) is not core.Variable and isinstance(variable, core.Variable)
+        calls = python_calls(lambda v=variable: v.value)
+        assert getter in calls
+        assert not {name for name, code in body_functions().items() if code in calls}
+        assert variable.value is variable._value
+    # The detector sees the body when it runs (an autocast scope with an autocast variable).
+    with common_variables.AutocastScope("float16"):
+        calls = python_calls(lambda: layer.kernel.value)
+    assert {"in_stateless_scope", "get_device", "_maybe_autocast"} <= {
+        name for name, code in body_functions().items() if code in calls
+    }
+
+
+def test_eager_returns_the_stored_parameter() -> None:
+    variable = make()
+    got = check(variable)
+    assert got is variable._value and isinstance(got, torch.nn.Parameter) and got.requires_grad
+
+
+def test_non_trainable() -> None:
+    variable = make(trainable=False)
+    assert check(variable) is variable._value and not variable.value.requires_grad
+
+
+def test_stateless_scope_with_and_without_a_value() -> None:
+    variable, other = make(), make()
+    replacement = torch.ones(2, 3)
+    with StatelessScope(state_mapping=[(variable, replacement)]):
+        assert check(variable) is replacement
+        assert check(other) is other._value  # in the scope, no value for it: the stored one
+
+
+@pytest.mark.parametrize("cast", ["float16", "bfloat16"])
+def test_autocast_scope(cast: str) -> None:
+    casted, plain, integer = make(), make(autocast=False), make(dtype="int32")
+    with common_variables.AutocastScope(cast):
+        assert check(casted).dtype == getattr(torch, cast)
+        assert check(plain) is plain._value
+        assert check(integer) is integer._value
+    assert check(casted) is casted._value
+
+
+def test_meta_device() -> None:
+    variable = make()
+    with keras.device("meta"):
+        got = check(variable)
+    assert got.device.type == "meta" and got is not variable._value
+
+
+def test_uninitialised_variable() -> None:
+    variable = make()
+    saved = variable._value
+    variable._value = None
+    variable._initializer = keras.initializers.Constant(2.0)
+    try:
+        got = check(variable)
+        assert got is not saved and tuple(got.shape) == (2, 3)
+    finally:
+        variable._value = saved
+
+
+def test_deferred_variable_in_a_symbolic_build() -> None:
+    layer = keras.layers.Dense(3)
+    outputs = layer(keras.Input((4,)))
+    assert tuple(outputs.shape) == (None, 3)
+    assert check(layer.kernel) is layer.kernel._value
+
+
+def test_subclass_runs_the_body() -> None:
+    calls: list[int] = []
+
+    class Counting(type(make())):  # type: ignore[misc]
+        def _maybe_autocast(self, value: Any) -> Any:
+            calls.append(1)
+            return value * 2
+
+    variable = Counting(np.ones((2, 3), dtype="float32"))
+    got = variable.value
+    assert calls and torch.equal(got, variable._value * 2)
+
+
+def test_monkeypatched_globals_run_the_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    variable = make()
+    replacement = torch.zeros(2, 3)
+    scope = StatelessScope(state_mapping=[(variable, replacement)])
+    monkeypatch.setattr(core, "in_stateless_scope", lambda: True)
+    monkeypatch.setattr(core, "get_stateless_scope", lambda: scope)
+    assert variable.value is replacement
+    monkeypatch.undo()
+    monkeypatch.setattr(common_variables, "get_autocast_scope", lambda: common_variables.AutocastScope("float16"))
+    assert variable.value.dtype == torch.float16
+    monkeypatch.undo()
+    monkeypatch.setattr(core, "get_device", lambda: "meta")
+    assert variable.value.device.type == "meta"
+    monkeypatch.undo()
+    monkeypatch.setattr(type(variable), "_maybe_autocast", lambda self, value: value + 1)
+    assert torch.equal(variable.value, variable._value + 1)
+    monkeypatch.undo()
+    assert check(variable) is variable._value
+
+
+def test_another_thread_has_its_own_state() -> None:
+    variable = make()
+    seen: dict[str, Any] = {}
+
+    def worker() -> None:
+        seen["plain"] = check(variable)
+        with keras.device("meta"):
+            seen["meta"] = check(variable)
+
+    with common_variables.AutocastScope("float16"):
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert check(variable).dtype == torch.float16
+    assert seen["plain"] is variable._value and seen["meta"].device.type == "meta"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from(["float32", "float16", "int32"]),
+    autocast=st.booleans(),
+    trainable=st.booleans(),
+    stateless=st.sampled_from(["none", "empty", "value"]),
+    cast=st.sampled_from([None, "float16", "bfloat16"]),
+    device=st.sampled_from([None, "cpu", "meta"]),
+    initialised=st.booleans(),
+)
+def test_combinations(dtype: str, autocast: bool, trainable: bool, stateless: str, cast: str | None,
+                      device: str | None, initialised: bool) -> None:
+    variable = make(dtype, autocast, trainable)
+    saved = variable._value
+    if not initialised:
+        variable._value = None
+        variable._initializer = keras.initializers.Constant(2.0)
+    try:
+        with ExitStack() as stack:
+            if stateless != "none":
+                mapping = [(variable, torch.full((2, 3), 3.0))] if stateless == "value" else []
+                stack.enter_context(StatelessScope(state_mapping=mapping))
+            if cast is not None:
+                stack.enter_context(common_variables.AutocastScope(cast))
+            if device is not None:
+                stack.enter_context(keras.device(device))
+            check(variable)
+    finally:
+        variable._value = saved

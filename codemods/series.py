@@ -42,6 +42,7 @@ SERIES_PACKAGES = (
     "codemods.torch_convert_to_tensor_noop_moves",
     "codemods.layer_call_flat_conversion",
     "codemods.any_symbolic_tensors_leaf_fast_path",
+    "codemods.torch_tree_flat_fast_paths",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

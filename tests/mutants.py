@@ -41,6 +41,7 @@ FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
+FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -407,6 +408,18 @@ MUTANTS = [
         ANY_SYMBOLIC,
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
+    ),
+    (
+        "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",
+        FLAT_TREE,
+        "            if issubclass(item_type, tuple) or item_type in nodes:\n",
+        "            if item_type in nodes:\n",
+    ),
+    (
+        "torch-tree-flat-fast-paths: map_structure sorts a dict's keys (torch keeps insertion order)",
+        FLAT_TREE,
+        "            keys = list(structure.keys()) if kind is dict else None\n",
+        "            keys = sorted(structure.keys()) if kind is dict else None\n",
     ),
 ]
 

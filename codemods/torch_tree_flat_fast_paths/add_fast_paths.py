@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -33,7 +34,9 @@ from codemods.patchlib import (
     has_marker,
     template_pieces,
 )
-from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import analyze as analyze_dict_to_ordered_dict
+from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import (
+    analyze as analyze_dict_to_ordered_dict,
+)
 from codemods.torch_tree_node_type_fast_path.add_fast_path import FLAG as NODE_TYPE_FLAG
 
 NAME = "torch-tree-flat-fast-paths"
@@ -49,12 +52,12 @@ _STRUCTURE = m.Name("structure")
 _TORCH_TREE = m.Name("torch_tree")
 
 
-def _call(function: m.BaseExpressionMatcher, *args: m.Arg) -> m.Call:
+def _call(function: m.Name | m.Attribute, *args: m.Arg) -> m.Call:
     return m.Call(func=function, args=list(args))
 
 
 #: `flatten`'s body in 3.12.0-3.15.1 (and keras-nightly 3.16.0.dev2026102704).
-FLATTEN_BODY = [
+FLATTEN_BODY: list[m.BaseMatcherNode] = [
     m.SimpleStatementLine(
         body=[
             m.Assign(
@@ -76,7 +79,7 @@ FLATTEN_BODY = [
 
 #: `map_structure`'s body in 3.12.0-3.15.1 (and nightly): the empty check, `map_func = func`, a
 #: wrapper only for a false `none_is_leaf`, then one `tree_map` over every structure.
-MAP_BODY = [
+MAP_BODY: list[m.BaseMatcherNode] = [
     m.If(
         test=m.UnaryOperation(operator=m.Not(), expression=m.Name("structures")),
         body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Raise()])]),
@@ -142,7 +145,7 @@ def _defined(module: cst.Module, name: str) -> list[int]:
 
 
 def _body(
-    module: cst.Module, function: cst.FunctionDef, node: ast.FunctionDef | None, expected: list[m.BaseMatcherNode],
+    module: cst.Module, function: cst.FunctionDef, node: ast.FunctionDef | None, expected: Sequence[m.BaseMatcherNode],
     anchor: str, path: str,
 ) -> bool:
     """Whether forkgen's branch opens `function`; drift unless the rest is `expected`."""

@@ -214,7 +214,8 @@ def test_patched_functions_answer_like_upstream_on_the_synthetic_pytree(gate: bo
         calls: dict[str, list[Any]] = {"up": [], "fork": []}
         results = []
         for key, module in (("up", upstream), ("fork", patched)):
-            results.append(module.map_structure(lambda x, key=key: calls[key].append(x) or (x, 1), structure))
+            seen = calls[key]
+            results.append(module.map_structure(lambda x, seen=seen: seen.append(x) or (x, 1), structure))
         assert results[0] == results[1] and type(results[0]) is type(results[1]), structure
         assert calls["up"] == calls["fork"]
     # The fast paths are taken (no flatten at all) only with the gate on.

@@ -43,6 +43,7 @@ SERIES_PACKAGES = (
     "codemods.layer_call_flat_conversion",
     "codemods.any_symbolic_tensors_leaf_fast_path",
     "codemods.torch_variable_value_fast_path",
+    "codemods.torch_tree_flat_fast_paths",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

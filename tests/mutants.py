@@ -42,6 +42,7 @@ MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
+FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -416,6 +417,18 @@ MUTANTS = [
         "                not self._autocast or fast_state.get(\"autocast_scope\") is None\n"
         "            ):\n",
         "            if fast_state.get(\"stateless_scope\") is None:\n",
+    ),
+    (
+        "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",
+        FLAT_TREE,
+        "            if issubclass(item_type, tuple) or item_type in nodes:\n",
+        "            if item_type in nodes:\n",
+    ),
+    (
+        "torch-tree-flat-fast-paths: map_structure sorts a dict's keys (torch keeps insertion order)",
+        FLAT_TREE,
+        "            keys = list(structure.keys()) if kind is dict else None\n",
+        "            keys = sorted(structure.keys()) if kind is dict else None\n",
     ),
 ]
 

@@ -281,6 +281,7 @@ PATCH_FILE_MODULES: tuple[str, ...] = (
     "tests.support.synthetic_torch_convert_to_tensor_noop_moves",
     "tests.support.synthetic_any_symbolic_tensors_leaf_fast_path",
     "tests.support.synthetic_torch_variable_value_fast_path",
+    "tests.support.synthetic_torch_tree_flat_fast_paths",
 )
 
 

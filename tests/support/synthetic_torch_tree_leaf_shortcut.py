@@ -185,5 +185,11 @@ class _PyTree:
 
         return build(spec)
 
+    def tree_map(self, func: Callable[..., Any], tree: Any, *rests: Any) -> Any:
+        # Only what the synthetic map_structure needs: one structure, or several of the same shape.
+        leaves, spec = self.tree_flatten(tree)
+        others = [self.tree_flatten(rest)[0] for rest in rests]
+        return self.tree_unflatten(map(func, leaves, *others), spec)
+
 
 torch_tree = _PyTree()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from codemods import series
 from codemods.callspec_fast_path.anchors import LAYER_PY
-from codemods.patchlib import Patch
+from codemods.patchlib import AnchorReport, Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.cmd import log
 from forkgen.errors import UpstreamDriftError, UsageError
@@ -79,7 +79,7 @@ def analyze_series(root: Path, selected: Sequence[Patch] | None = None) -> Analy
             present=r.check.present,
             detail=r.check.detail,
             anchors=r.check.anchors,
-            files=r.patch.files,
+            files=_outcome_files(root, r.patch.files, r.check.anchors),
             codemods=tuple(r.patch.codemod_versions().items()),
             origin=r.patch.headers.origin,
             forwarded=r.patch.headers.forwarded,
@@ -112,6 +112,16 @@ def drift_error(analysis: Analysis) -> SeriesDriftError | None:
         return None
     lines = [f"upstream drift: {p.detail}" + (f" (patch {p.name})" if len(analysis.patches) > 1 else "") for p in analysis.drifts]
     return SeriesDriftError("\n".join(lines), analysis)
+
+
+def _outcome_files(root: Path, declared: Sequence[str], anchors: Sequence[AnchorReport]) -> tuple[str, ...]:
+    """The files a patch reads in this tree: those it declares that the tree has, then the
+    files its anchors name (a patch that finds its code elsewhere in some releases, such as
+    keras-nightly's `backend/torch/ops/core.py`, names that file on its anchors); the declared
+    ones when neither is found (a patch that does not apply)."""
+    found = [f for f in declared if (root / f).is_file()]
+    found += [a.path for a in anchors if a.path and (root / a.path).is_file()]
+    return tuple(dict.fromkeys(found)) or tuple(declared)
 
 
 def analyze(root: Path, selected: Sequence[Patch] | None = None) -> Analysis:

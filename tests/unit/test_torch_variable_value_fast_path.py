@@ -368,3 +368,27 @@ def test_patched_returns_what_upstream_returns(dtype: str, autocast: bool, train
     else:
         read()
     assert results["patched"] == results["upstream"]
+
+
+def test_on_nightlys_layout_the_analysis_names_the_file_it_patched(tmp_path: Any) -> None:
+    """keras-nightly keeps the torch core in backend/torch/ops/core.py: the outcome (and so the
+    wheel's provenance, which hashes every file an applied patch names) must name that file,
+    not the declared 3.15 path the tree lacks (a nightly build failed on it)."""
+    from forkgen.patch import analyze_series
+    from tests.support.synthetic import write_tree
+
+    root = write_tree(tmp_path)
+    nightly = root / "keras/src/backend/torch/ops/core.py"
+    nightly.parent.mkdir(parents=True, exist_ok=True)
+    (root / "keras/src/backend/torch/core.py").rename(nightly)
+    # The device patch is upstream on the real nightly; its synthetic core is 3.15.1's shape.
+    selected = [p for p in load_series() if p.name != "torch-convert-to-tensor-device"]
+    analysis = analyze_series(root, selected)
+    outcomes = {p.name: p for p in analysis.patches}
+    for name in (PATCH.name, "torch-convert-to-tensor-noop-moves"):
+        assert outcomes[name].outcome == "applied", outcomes[name]
+        assert outcomes[name].files == ("keras/src/backend/torch/ops/core.py",), outcomes[name].files
+    for patch in analysis.applied:
+        for relative in patch.files:
+            assert (root / relative).is_file(), (patch.name, relative)
+    assert "keras/src/backend/torch/ops/core.py" in analysis.files

@@ -244,7 +244,7 @@ def mutants(session: nox.Session) -> None:
     Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
     `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words.
     """
-    install_project(session, "", TORCH_SPEC, PYTEST, "hypothesis", str(fork_wheel(session)))
+    install_project(session, "", TORCH_SPEC, PYTEST, "pytest-xdist", "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})
 
 

@@ -433,6 +433,10 @@ MUTANTS = [
 ]
 
 
+#: pytest-xdist workers for each mutant's equivalence run (FORKGEN_PYTEST_WORKERS, default 2; 0: none).
+WORKERS = [] if os.environ.get("FORKGEN_PYTEST_WORKERS", "2") == "0" else ["-n", os.environ.get("FORKGEN_PYTEST_WORKERS", "2")]
+
+
 def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     print("+", " ".join(args), flush=True)
     return subprocess.run(args, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload,no-any-return]
@@ -472,7 +476,7 @@ def main(argv: list[str]) -> int:
             if installed.returncode != 0:
                 raise SystemExit(installed.stderr)
             tests = run(
-                [sys.executable, "-m", "pytest", "tests/equivalence", "-q", "-x", "-p", "no:cacheprovider",
+                [sys.executable, "-m", "pytest", "tests/equivalence", "-q", "-x", "-p", "no:cacheprovider", *WORKERS,
                  "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
                 # No FORKGEN_WHEEL: a mutant is built from other templates on purpose, which the
                 # fail-closed gate (tests/support/gate.py) would refuse before any test ran.

@@ -420,6 +420,19 @@ def template_pieces(package: str, filename: str) -> dict[str, list[cst.BaseState
     }
 
 
+def template_function(package: str, filename: str, name: str, marker: str) -> cst.FunctionDef:
+    """The function `name` of the template module `filename` of `package`, whole, with only
+    the comment line holding `marker` above it (the notes above it stay in the template)."""
+    from importlib import resources
+
+    module = cst.parse_module(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
+    found = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    assert len(found) == 1, f"{package}/{filename}: {len(found)} functions named {name}"
+    marked = [line for line in found[0].leading_lines if line.comment and marker in line.comment.value]
+    assert len(marked) == 1, f"{package}/{filename}: {name} needs one comment line naming {marker}"
+    return found[0].with_changes(leading_lines=marked)
+
+
 PLACEHOLDER = "UPSTREAM"
 
 

@@ -30,6 +30,7 @@ from codemods.patchlib import (
     marked_helper_defined,
     module_level_names,
     statements,
+    template_function,
     template_pieces,
     walk,
 )
@@ -114,16 +115,7 @@ def pieces() -> dict[str, list[cst.BaseStatement]]:
 @functools.cache
 def helper() -> cst.FunctionDef:
     """The template's `_forkgen_transpose_conv_inputs`, whole, with the marker comment above it."""
-    from importlib import resources
-
-    template = cst.parse_module(resources.files(PACKAGE).joinpath("inserted.py").read_text(encoding="utf-8"))
-    found = [s for s in template.body if m.matches(s, m.FunctionDef(name=m.Name(HELPER)))]
-    assert len(found) == 1
-    function = cst.ensure_type(found[0], cst.FunctionDef)
-    # Only the marker comment goes in (the notes above it stay in the template).
-    marked = [line for line in function.leading_lines if line.comment and NAME in line.comment.value]
-    assert len(marked) == 1
-    return function.with_changes(leading_lines=marked)
+    return template_function(PACKAGE, "inserted.py", HELPER, NAME)
 
 
 @dataclass(frozen=True)

@@ -433,6 +433,19 @@ def template_function(package: str, filename: str, name: str, marker: str) -> cs
     return found[0].with_changes(leading_lines=marked)
 
 
+#: The torch backend's core module in 3.x releases, and where keras-nightly keeps it.
+TORCH_CORE_PY = "keras/src/backend/torch/core.py"
+NIGHTLY_TORCH_CORE_PY = "keras/src/backend/torch/ops/core.py"
+
+
+def torch_core_path(sources: Sources) -> str:
+    """The tree's torch core module: `backend/torch/core.py`, or keras-nightly's
+    `backend/torch/ops/core.py` when only that one exists."""
+    if sources.exists(TORCH_CORE_PY) or not sources.exists(NIGHTLY_TORCH_CORE_PY):
+        return TORCH_CORE_PY
+    return NIGHTLY_TORCH_CORE_PY
+
+
 PLACEHOLDER = "UPSTREAM"
 
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 from libcst.codemod import CodemodContext
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources, torch_core_path
 from codemods.torch_convert_to_tensor_device.drop_device_check import (
     CORE_PY,
     NAME,
-    NIGHTLY_CORE_PY,
     DropDeviceCheckCommand,
     Site,
     analyze,
@@ -55,7 +54,7 @@ class TorchConvertToTensorDevice(Patch):
 
     def check(self, sources: Sources) -> Check:
         # keras-nightly has no torch/core.py: its convert_to_tensor lives in torch/ops/core.py.
-        path = CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
+        path = torch_core_path(sources)
         site = _site(sources, path)
         if site.test is not None:
             return Check(Outcome.APPLIED, "drop `if x.device != device:`, keep its body", anchors(site))

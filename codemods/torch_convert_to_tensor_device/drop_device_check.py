@@ -18,7 +18,9 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
+    NIGHTLY_TORCH_CORE_PY,
     PLACEHOLDER,
+    TORCH_CORE_PY,
     AnchorDrift,
     AnchorReport,
     BackportCommand,
@@ -33,10 +35,10 @@ from codemods.patchlib import (
 )
 
 NAME = "torch-convert-to-tensor-device"
-CORE_PY = "keras/src/backend/torch/core.py"
+CORE_PY = TORCH_CORE_PY
 #: keras-nightly moved the torch backend's ops under `ops/` (3.16 dev builds): only read to
 #: recognise the upstream shape there.
-NIGHTLY_CORE_PY = "keras/src/backend/torch/ops/core.py"
+NIGHTLY_CORE_PY = NIGHTLY_TORCH_CORE_PY
 FUNCTION = "convert_to_tensor"
 ANCHOR = "if x.device != device:"
 

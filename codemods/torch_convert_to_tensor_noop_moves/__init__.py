@@ -40,11 +40,10 @@ from __future__ import annotations
 
 from libcst.codemod import CodemodContext
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources, torch_core_path
 from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import (
     CORE_PY,
     NAME,
-    NIGHTLY_CORE_PY,
     Site,
     SkipNoopMovesCommand,
     analyze,
@@ -53,8 +52,7 @@ from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import (
 
 
 def _path(sources: Sources) -> str:
-    # keras-nightly has no torch/core.py: its convert_to_tensor lives in torch/ops/core.py.
-    return CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
+    return torch_core_path(sources)
 
 
 def _site(sources: Sources, path: str) -> Site:

@@ -23,7 +23,9 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
+    NIGHTLY_TORCH_CORE_PY,
     PLACEHOLDER,
+    TORCH_CORE_PY,
     AnchorDrift,
     AnchorReport,
     BackportCommand,
@@ -38,10 +40,10 @@ from codemods.patchlib import (
 )
 
 NAME = "torch-convert-to-tensor-noop-moves"
-CORE_PY = "keras/src/backend/torch/core.py"
+CORE_PY = TORCH_CORE_PY
 #: keras-nightly moved the torch backend's ops under `ops/` (3.16 dev builds), with the same
 #: `convert_to_tensor`: the patch goes there.
-NIGHTLY_CORE_PY = "keras/src/backend/torch/ops/core.py"
+NIGHTLY_CORE_PY = NIGHTLY_TORCH_CORE_PY
 FUNCTION = "convert_to_tensor"
 DEVICE_ANCHOR = "x = x.to(device)"
 DTYPE_ANCHOR = "x = x.to(to_torch_dtype(dtype))"

@@ -62,11 +62,10 @@ from __future__ import annotations
 
 from libcst.codemod import CodemodContext
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.patchlib import Check, Headers, Outcome, Patch, Sources, torch_core_path
 from codemods.torch_variable_value_fast_path.fast_value import (
     CORE_PY,
     NAME,
-    NIGHTLY_CORE_PY,
     Site,
     TorchVariableValueFastPathCommand,
     analyze,
@@ -75,8 +74,7 @@ from codemods.torch_variable_value_fast_path.fast_value import (
 
 
 def _path(sources: Sources) -> str:
-    # keras-nightly has no torch/core.py: its Variable lives in torch/ops/core.py.
-    return CORE_PY if sources.exists(CORE_PY) or not sources.exists(NIGHTLY_CORE_PY) else NIGHTLY_CORE_PY
+    return torch_core_path(sources)
 
 
 def _site(sources: Sources, path: str) -> Site:

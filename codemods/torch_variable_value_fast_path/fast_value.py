@@ -19,6 +19,8 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
+    NIGHTLY_TORCH_CORE_PY,
+    TORCH_CORE_PY,
     AnchorDrift,
     AnchorReport,
     BackportCommand,
@@ -30,9 +32,9 @@ from codemods.patchlib import (
 )
 
 NAME = "torch-variable-value-fast-path"
-CORE_PY = "keras/src/backend/torch/core.py"
+CORE_PY = TORCH_CORE_PY
 #: keras-nightly moved the torch backend's ops under `ops/` (3.16 dev builds), same code.
-NIGHTLY_CORE_PY = "keras/src/backend/torch/ops/core.py"
+NIGHTLY_CORE_PY = NIGHTLY_TORCH_CORE_PY
 CLASS = "Variable"
 ANCHOR = "Variable.value: def maybe_use_symbolic_tensor(value): / if in_stateless_scope(): / ..."
 GET_DEVICE_ANCHOR = "def get_device(): (global 'torch_device', else DEFAULT_DEVICE)"

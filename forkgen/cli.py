@@ -199,6 +199,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("patched", type=Path, metavar="PATCHED_XML")
     p.add_argument("--label", default="", help="what ran (backend and test packages), for the report")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    p.add_argument(
+        "--suspects", type=Path, metavar="FILE",
+        help="first pass: write the would-be regressions' test keys to FILE (one a line) and exit 0",
+    )
+    p.add_argument(
+        "--rerun", type=Path, action="append", default=[], metavar="XML",
+        help="JUnit XML of a rerun of the suspects with the patched wheel (repeatable): a suspect that "
+        "passed in every rerun is reported as flaky, not as a regression",
+    )
 
     p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
     _no_config(p)
@@ -507,7 +516,11 @@ def cmd_outdated(args: argparse.Namespace) -> int:
 
 
 def cmd_compare_tests(args: argparse.Namespace) -> int:
-    verify.compare_files(args.label or str(args.patched), args.upstream, args.patched, args.json)
+    if args.suspects is not None and args.rerun:
+        raise UsageError("--suspects and --rerun do not go together", hint="--suspects is the first pass, --rerun the second")
+    verify.compare_files(
+        args.label or str(args.patched), args.upstream, args.patched, args.json, reruns=args.rerun, suspects_file=args.suspects
+    )
     return EXIT_OK
 
 

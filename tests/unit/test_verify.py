@@ -9,7 +9,7 @@ import pytest
 
 from forkgen import cli
 from forkgen.errors import EXIT_VERIFY
-from forkgen.verify import compare, read_junit
+from forkgen.verify import compare, junit_key, read_junit
 
 
 def junit(path: Path, cases: dict[str, str]) -> Path:
@@ -68,3 +68,64 @@ def test_no_regression_exits_zero_and_prints_the_table(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     assert code == 0
     assert "upstream suite, numpy:" in out and "failing upstream too (2):" in out and "regressions: none" in out
+
+
+def test_a_suspect_passing_every_rerun_is_flaky_not_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    up = junit(tmp_path / "up.xml", UPSTREAM)
+    patched = junit(tmp_path / "p.xml", {**UPSTREAM, "m.T::a": "failed"})
+    reruns = [junit(tmp_path / f"r{i}.xml", {"m.T::a": "passed"}) for i in (1, 2)]
+    args = ["compare-tests", str(up), str(patched), "--json", str(tmp_path / "r.json")]
+    code = cli.main([*args, "--rerun", str(reruns[0]), "--rerun", str(reruns[1])])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "flaky, not regressions (1)" in out and "m.T::a: failed: AssertionError: boom" in out
+    assert "regressions: none" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["regressions"] == [] and report["flaky"][0]["reruns"] == "reruns with the patched wheel: passed, passed"
+
+
+@pytest.mark.parametrize(
+    "reruns",
+    [
+        [{"m.T::a": "passed"}, {"m.T::a": "failed"}],  # fails again once: confirmed
+        [{"m.T::a": "passed"}, {"m.T::other": "passed"}],  # one rerun did not run it
+        [{}],  # no rerun ran it
+        [{"m.T::a": "skipped"}],  # skipped is not a pass
+    ],
+)
+def test_a_suspect_failing_or_missing_in_a_rerun_stays_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reruns: list[dict[str, str]]
+) -> None:
+    up = junit(tmp_path / "up.xml", UPSTREAM)
+    patched = junit(tmp_path / "p.xml", {**UPSTREAM, "m.T::a": "failed"})
+    files = [junit(tmp_path / f"r{i}.xml", cases) for i, cases in enumerate(reruns)]
+    code = cli.main(["compare-tests", str(up), str(patched), *(a for f in files for a in ("--rerun", str(f))), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == EXIT_VERIFY
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["flaky"] == [] and [r["test"] for r in report["regressions"]] == ["m.T::a"]
+    assert "reruns with the patched wheel: " in report["regressions"][0]["message"] and "regressions: 1" in out
+
+
+def test_suspects_are_written_and_judged_later(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    up = junit(tmp_path / "up.xml", UPSTREAM)
+    patched = junit(tmp_path / "p.xml", {**UPSTREAM, "m.T::a": "failed", "m.T::new": "error"})
+    suspects = tmp_path / "out" / "suspects.txt"
+    assert cli.main(["compare-tests", str(up), str(patched), "--suspects", str(suspects)]) == 0
+    assert suspects.read_text().splitlines() == ["m.T::a", "m.T::new"]
+    assert "2 suspect(s) written" in capsys.readouterr().out
+    assert cli.main(["compare-tests", str(up), str(up), "--suspects", str(suspects)]) == 0
+    assert suspects.read_text() == ""
+
+
+def test_suspects_and_reruns_do_not_go_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    up = junit(tmp_path / "up.xml", UPSTREAM)
+    code = cli.main(["compare-tests", str(up), str(up), "--suspects", str(tmp_path / "s"), "--rerun", str(up)])
+    assert code == 2 and "do not go together" in capsys.readouterr().err
+
+
+def test_the_key_keeps_the_importable_part_of_an_installed_test() -> None:
+    assert junit_key("...venv.lib.python3.11.site-packages.keras.src.layers.layer_test.LayerTest", "test_a") == (
+        "keras.src.layers.layer_test.LayerTest::test_a"
+    )
+    assert junit_key("m.T", "test_b[x-y]") == "m.T::test_b[x-y]"

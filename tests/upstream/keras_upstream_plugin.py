@@ -3,12 +3,19 @@
 Loaded with `-p keras_upstream_plugin` when Keras's own tests run from an installed
 wheel (nox -s upstream_tests). It registers the markers Keras's tests use and skips
 `requires_trainable_backend` tests on the numpy backend, as Keras's CI does.
+
+Two things Keras's conftest does not do, for the comparison of two runs:
+- every test starts from a random seed derived from its own id (the same in the upstream and
+  the patched run, whichever worker runs it), so that both runs draw the same random numbers;
+- FORKGEN_RERUN_TESTS=<file> runs only the tests the file names (JUnit keys, one a line, as
+  `forkgen compare-tests --suspects` writes them): the reruns that confirm a regression.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -48,9 +55,38 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "multi_device: needs several devices")
 
 
+@pytest.fixture(autouse=True)
+def _forkgen_seed(request: pytest.FixtureRequest) -> None:
+    """Seed Python's, NumPy's, the backend's and Keras's random numbers from the test's id."""
+    import keras
+
+    keras.utils.set_random_seed(zlib.crc32(request.node.nodeid.encode()) & 0x7FFFFFFF)
+
+
+def junit_key(item: pytest.Item) -> str:
+    """The key `forkgen compare-tests` gives this test: pytest's JUnit classname and name."""
+    from _pytest.junitxml import mangle_test_address
+
+    from forkgen.verify import junit_key as key
+
+    names = mangle_test_address(item.nodeid)
+    return key(".".join(names[:-1]), names[-1])
+
+
+def _only_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
+    listing = os.environ.get("FORKGEN_RERUN_TESTS")
+    if not listing:
+        return
+    wanted = set(Path(listing).read_text(encoding="utf-8").split("\n")) - {""}
+    keep = [item for item in items if junit_key(item) in wanted]
+    config.hook.pytest_deselected(items=[item for item in items if junit_key(item) not in wanted])
+    items[:] = keep
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from keras.src.backend import backend
 
+    _only_reruns(config, items)
     if backend() not in ("numpy", "openvino"):
         return
     skip = pytest.mark.skip(reason=f"Trainer not implemented for the {backend()} backend")

@@ -9,7 +9,7 @@ import types
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from libcst.codemod import CodemodTest
 
@@ -241,6 +241,7 @@ def _run(source: str, outputs_description: Any, answer: Any) -> Any:
     return result, seen, calls
 
 
+@settings(deadline=None)
 @given(outputs=STRUCTURE, answer=ANSWER)
 def test_patched_method_equals_upstream(outputs: Any, answer: Any) -> None:
     assert _run(AFTER, outputs, answer) == _run(BEFORE, outputs, answer)

@@ -154,13 +154,15 @@ def compare_files(
     nothing. With `reruns`, the JUnit files of the suspects' reruns confirm or clear them.
     """
     comparison = compare(label, read_junit(upstream), read_junit(patched), [read_junit(path) for path in reruns])
-    print(render(comparison))
-    if suspects_file is not None:
+    if suspects_file is not None:  # the table comes with the judgement
         keys = suspects(comparison)
         suspects_file.parent.mkdir(parents=True, exist_ok=True)
         suspects_file.write_text("".join(f"{key}\n" for key in keys), encoding="utf-8")
-        print(f"  {len(keys)} suspect(s) written to {suspects_file}, to rerun with the patched wheel")
+        print(f"{comparison.label}: {len(keys)} suspect(s) (pass upstream, fail patched) written to {suspects_file}")
+        for item in comparison.regressions:
+            print(f"  {item['test']}: {item['outcome']}: {item['message']}")
         return comparison
+    print(render(comparison))
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(asdict(comparison), indent=2) + "\n", encoding="utf-8")

@@ -113,7 +113,8 @@ def test_suspects_are_written_and_judged_later(tmp_path: Path, capsys: pytest.Ca
     suspects = tmp_path / "out" / "suspects.txt"
     assert cli.main(["compare-tests", str(up), str(patched), "--suspects", str(suspects)]) == 0
     assert suspects.read_text().splitlines() == ["m.T::a", "m.T::new"]
-    assert "2 suspect(s) written" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 suspect(s) (pass upstream, fail patched) written" in out and "m.T::new: error:" in out and "regressions" not in out
     assert cli.main(["compare-tests", str(up), str(up), "--suspects", str(suspects)]) == 0
     assert suspects.read_text() == ""
 

@@ -18,7 +18,7 @@ import ast
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, TypeVar, cast
+from typing import ClassVar, Generic, TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -110,6 +110,10 @@ class Sources:
         if key not in self.memo:
             self.memo[key] = compute()
         return cast(T, self.memo[key])
+
+    def analysed(self, name: str, path: str, analyze: Callable[[cst.Module, ast.Module, str], T]) -> T:
+        """Patch `name`'s analysis of module `path`: `analyze(module, its ast, path)`, memoised."""
+        return self.memoised(f"{name}:{path}", lambda: analyze(self.module(path), self.ast(path), path))
 
     def exists(self, path: str) -> bool:
         return self.text(path) is not None
@@ -238,6 +242,38 @@ class PlainCommand(VisitorBasedCodemodCommand):
 
 class BackportCommand(PlainCommand):
     """Base of the backports' codemods (see `PlainCommand`)."""
+
+
+SiteT = TypeVar("SiteT")
+
+
+class AnalysedCommand(BackportCommand, Generic[SiteT]):
+    """A backport codemod that transforms what its patch's analysis of the module found.
+
+    The analysis is made once: `site` takes the caller's (the series hands over its check's) or
+    analyses the module, with the `ast` the caller parsed when it has one. A subclass names the
+    module (`PATH`, used when the context names no file) and how it is analysed (`analyze_module`).
+    """
+
+    #: The module's path in the source tree, when the codemod context names no file.
+    PATH: ClassVar[str]
+
+    def __init__(self, context: CodemodContext, tree: ast.Module | None = None, analysis: SiteT | None = None) -> None:
+        """`tree`: the `ast` of the module to transform, when the caller has it already;
+        `analysis`: the patch's analysis of that module, when the caller made it."""
+        super().__init__(context)
+        self._tree = tree
+        self._given = analysis
+
+    @abc.abstractmethod
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> SiteT:
+        """The patch's analysis of `module` (`tree` is its `ast`)."""
+
+    def site(self, module: cst.Module) -> SiteT:
+        """The analysis of the module being transformed: the caller's, or made now."""
+        if self._given is not None:
+            return self._given
+        return self.analyze_module(module, self._tree or ast.parse(module.code), self.context.filename or self.PATH)
 
 
 #: The comment every piece a backport inserts carries, so that its presence is recognised

@@ -56,10 +56,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 
 def _site(sources: Sources) -> Site:
-    return sources.memoised(
-        f"{NAME}:{KERAS_TENSOR_PY}",
-        lambda: analyze(sources.module(KERAS_TENSOR_PY), sources.ast(KERAS_TENSOR_PY), KERAS_TENSOR_PY),
-    )
+    return sources.analysed(NAME, KERAS_TENSOR_PY, analyze)
 
 
 class AnySymbolicTensorsLeafFastPath(Patch):

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ancestors,
     ast_function,
     cst_function,
@@ -166,21 +166,19 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, f"in {FUNCTION}'s loop, after the KerasTensor test"),)
 
 
-class AnySymbolicTensorsLeafFastPathCommand(BackportCommand):
+class AnySymbolicTensorsLeafFastPathCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "any_symbolic_tensors skips tree.is_nested for None, plain scalars and backend tensors."
     VERSION = "1"
+    PATH = KERAS_TENSOR_PY
+    _nested: int | None = None
+    _index = 0
+    _path: set[int]
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None) -> None:
-        """`tree`: the `ast` of the module, when the caller has it; `analysis`: its `analyze`."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._nested: int | None = None
-        self._index = 0
-        self._path: set[int] = set()
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or KERAS_TENSOR_PY)
+        site = self.site(tree)
         if site.ours:
             raise SkipFile("the any_symbolic_tensors leaf fast path is in already")
         if site.nested is None:

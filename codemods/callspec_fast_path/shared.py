@@ -11,11 +11,9 @@ from codemods.patchlib import AnchorDrift, Sources
 
 def sources_analysis(sources: Sources) -> Analysis:
     """The CallSpec analysis of the current `layer.py` of `sources`, shared by both patches."""
-    cached = sources.memo.get("callspec")
-    if not isinstance(cached, Analysis):
-        cached = analyze_module(sources.module(LAYER_PY), LAYER_PY, sources.text(LAYER_PY), sources.ast(LAYER_PY))
-        sources.memo["callspec"] = cached
-    return cached
+    return sources.memoised(
+        "callspec", lambda: analyze_module(sources.module(LAYER_PY), LAYER_PY, sources.text(LAYER_PY), sources.ast(LAYER_PY))
+    )
 
 
 def run_codemods(sources: Sources, commands: tuple[type[PatchCommand], ...], pieces: tuple[str, ...]) -> None:

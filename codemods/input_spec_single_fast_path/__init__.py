@@ -32,7 +32,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 
 def _analysis(sources: Sources) -> Analysis:
-    return sources.memoised(NAME, lambda: analyze(sources.module(INPUT_SPEC_PY), sources.ast(INPUT_SPEC_PY)))
+    return sources.analysed(NAME, INPUT_SPEC_PY, analyze)
 
 
 class InputSpecSingleFastPath(Patch):

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     has_marker,
     template_pieces,
 )
@@ -228,25 +228,19 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = INPUT_SPEC_PY) -> 
                     cst.ensure_type(body[empties[0]], cst.If) if fresh else None)
 
 
-class InputSpecSingleFastPathCommand(BackportCommand):
+class InputSpecSingleFastPathCommand(AnalysedCommand[Analysis]):
     DESCRIPTION: str = (
         "assert_input_compatibility returns early for one InputSpec and one unnested input that pass its checks."
     )
     VERSION = "1"
+    PATH = INPUT_SPEC_PY
+    _empty: int | None = None
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._empty: int | None = None
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or INPUT_SPEC_PY)
+        analysis = self.site(tree)
         if analysis.state != "fresh":
             raise SkipFile(f"{NAME}: {analysis.detail}")
         self._empty = id(analysis.empty_return)

@@ -53,7 +53,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 
 def _analysis(sources: Sources) -> Analysis:
-    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
+    return sources.analysed(NAME, LAYER_PY, analyze)
 
 
 class LayerCallFlatConversion(Patch):

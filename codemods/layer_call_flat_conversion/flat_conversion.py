@@ -171,8 +171,8 @@ class FlatConversionCommand(ConversionGateCommand):
     VERSION = "1"
     PATCH_NAME = NAME
 
-    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Analysis:
-        return analyze(tree, module_ast, path)
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.BaseStatement:
         if id(original_node) != self._gate:

@@ -52,7 +52,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 
 def _site(sources: Sources) -> Site:
-    return sources.memoised(NAME, lambda: analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY)))
+    return sources.analysed(NAME, LAYER_PY, analyze)
 
 
 class LayerCallSingleNameScope(Patch):

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
@@ -161,25 +161,18 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, "step 4 of Layer.__call__"),)
 
 
-class SingleNameScopeCommand(BackportCommand):
+class SingleNameScopeCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "Skip the name scope around Layer._maybe_build once the layer is built (not on TF)."
     VERSION = "1"
+    PATH = LAYER_PY
+    _scope: int | None = None
+    _path: set[int]
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._scope: int | None = None
-        self._path: set[int] = set()
-
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
+        site = self.site(tree)
         if site.scope is None or site.guard is not None:
             raise SkipFile("step 4 opens the scope only when needed already")
         self._scope = id(site.scope)

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     has_marker,
@@ -211,24 +211,18 @@ def filled(site: Site) -> cst.If:
     return new.with_changes(leading_lines=[*leading, *new.leading_lines])
 
 
-class MaskFastPathCommand(BackportCommand):
+class MaskFastPathCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "Layer._set_mask_metadata: a non-nested output skips the flatten and all(...) generator."
     VERSION = "1"
+    PATH = LAYER_PY
+    _site: Site | None = None
+    _path: set[int]
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._site: Site | None = None
-        self._path: set[int] = set()
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or LAYER_PY)
+        site = self.site(tree)
         if site.ours:
             raise SkipFile("the leaf fast path is in already")
         self._site = site

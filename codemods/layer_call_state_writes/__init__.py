@@ -36,11 +36,7 @@ class LayerCallStateWrites(Patch):
     codemods = (GuardStateWritesCommand,)
 
     def _writes(self, sources: Sources) -> list[Write]:
-        cached = sources.memo.get(NAME)
-        if not isinstance(cached, list):
-            cached = analyze(sources.module(LAYER_PY), sources.ast(LAYER_PY))
-            sources.memo[NAME] = cached
-        return cached
+        return sources.analysed(NAME, LAYER_PY, analyze)
 
     def check(self, sources: Sources) -> Check:
         writes = self._writes(sources)

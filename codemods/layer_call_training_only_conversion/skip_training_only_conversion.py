@@ -36,12 +36,12 @@ from typing import Any, ClassVar
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     find,
@@ -311,32 +311,19 @@ def analyze(module: cst.Module, tree: ast.Module, path: str = LAYER_PY) -> Analy
     return Analysis("fresh" if fresh else "present", detail, gate, anchors)
 
 
-class ConversionGateCommand(BackportCommand):
+class ConversionGateCommand(AnalysedCommand[Any]):
     """Base of the codemods that rewrite the input-conversion gate of `Layer.__call__` (this
-    patch's and `layer-call-flat-conversion`'s): analyse the module (or take the caller's
-    analysis), skip it unless the gate is fresh, and visit only the nodes leading to the gate."""
+    patch's and `layer-call-flat-conversion`'s): skip the module unless the patch's analysis
+    (with `state`, `detail` and `gate`) finds the gate fresh, and visit only the nodes leading to it."""
 
     #: The patch's name, for the skip message.
     PATCH_NAME: ClassVar[str]
-
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Any = None
-    ) -> None:
-        super().__init__(context)
-        self._gate: int | None = None
-        self._path: set[int] = set()
-        #: The `ast` of the module to transform, when the caller has it (saves a parse).
-        self._tree = tree
-        #: The patch's analysis of that module, when the caller made it (the series hands over its check's).
-        self._given = analysis
-
-    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Any:
-        """The patch's analysis of `tree` (with `state`, `detail` and `gate`)."""
-        raise NotImplementedError
+    PATH = LAYER_PY
+    _gate: int | None = None
+    _path: set[int]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        path = self.context.filename or LAYER_PY
-        analysis = self._given or self.analyze(tree, self._tree or ast.parse(tree.code), path)
+        analysis = self.site(tree)
         if analysis.state != "fresh":
             raise SkipFile(f"{self.PATCH_NAME}: {analysis.detail}")
         self._gate = id(analysis.gate)
@@ -363,8 +350,8 @@ class SkipTrainingOnlyConversionCommand(ConversionGateCommand):
     VERSION = "1"
     PATCH_NAME = NAME
 
-    def analyze(self, tree: cst.Module, module_ast: ast.Module, path: str) -> Analysis:
-        return analyze(tree, module_ast, path)
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If

@@ -47,7 +47,7 @@ from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
 
 
 def _analysis(sources: Sources) -> Analysis:
-    return sources.memoised(NAME, lambda: analyze(sources.module(DTYPES_PY), sources.ast(DTYPES_PY)))
+    return sources.analysed(NAME, DTYPES_PY, analyze)
 
 
 class MemoisedResultType(Patch):

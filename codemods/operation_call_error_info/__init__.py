@@ -43,14 +43,11 @@ from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Patch, Sourc
 
 
 def _site(sources: Sources, path: str) -> Site:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze_site(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze_site)
 
 
 def _helper(sources: Sources) -> Helper:
-    return sources.memoised(
-        f"{NAME}:{TRACEBACK_UTILS_PY}",
-        lambda: analyze_helper(sources.module(TRACEBACK_UTILS_PY), sources.ast(TRACEBACK_UTILS_PY)),
-    )
+    return sources.analysed(NAME, TRACEBACK_UTILS_PY, analyze_helper)
 
 
 class OperationCallErrorInfo(Patch):

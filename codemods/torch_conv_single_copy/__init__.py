@@ -58,7 +58,7 @@ from codemods.torch_conv_single_copy.single_copy import (
 
 
 def _analysis(sources: Sources, path: str) -> Analysis:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze)
 
 
 class TorchConvSingleCopy(Patch):

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     find,
@@ -281,22 +281,16 @@ def anchors(analysis: Analysis) -> tuple[AnchorReport, ...]:
     )
 
 
-class SingleCopyCommand(BackportCommand):
+class SingleCopyCommand(AnalysedCommand[Analysis]):
     DESCRIPTION: str = "torch conv makes its channels_last input with one copy or none instead of two."
     VERSION = "1"
+    PATH = NN_PY
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
+        analysis = self.site(tree)
         if analysis.upstream:
             raise SkipFile(f"conv already passes {UPSTREAM_KEYWORD}=True")
         if analysis.present:

@@ -34,7 +34,7 @@ from codemods.torch_convert_to_tensor_device.drop_device_check import (
 
 
 def _site(sources: Sources, path: str) -> Site:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze)
 
 
 class TorchConvertToTensorDevice(Patch):

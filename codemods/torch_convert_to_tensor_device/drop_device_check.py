@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     NIGHTLY_TORCH_CORE_PY,
     PLACEHOLDER,
     TORCH_CORE_PY,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     ast_lines,
     cst_function,
@@ -199,25 +199,18 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, where, site.path if site.path != CORE_PY else ""),)
 
 
-class DropDeviceCheckCommand(BackportCommand):
+class DropDeviceCheckCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "Run the body of `if x.device != device:` in torch convert_to_tensor unconditionally."
     VERSION = "1"
+    PATH = CORE_PY
+    _test: int | None = None
+    _path: set[int]
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._test: int | None = None
-        self._path: set[int] = set()
-
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
+        site = self.site(tree)
         if site.test is None:
             raise SkipFile("the device test is gone already")
         self._test = id(site.test)

@@ -51,12 +51,8 @@ from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import (
 )
 
 
-def _path(sources: Sources) -> str:
-    return torch_core_path(sources)
-
-
 def _site(sources: Sources, path: str) -> Site:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze)
 
 
 class TorchConvertToTensorNoopMoves(Patch):
@@ -76,14 +72,14 @@ class TorchConvertToTensorNoopMoves(Patch):
     codemods = (SkipNoopMovesCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = _site(sources, _path(sources))
+        site = _site(sources, torch_core_path(sources))
         if site.present:
             return Check(Outcome.APPLIED, "convert_to_tensor skips no-op `.to()` calls (forkgen)", anchors(site),
                          present=True)
         return Check(Outcome.APPLIED, "test both `.to()` calls of convert_to_tensor for a no-op", anchors(site))
 
     def apply(self, sources: Sources) -> None:
-        path = _path(sources)
+        path = torch_core_path(sources)
         module = sources.module(path)
         command = SkipNoopMovesCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
         sources.replace(path, command.transform_module(module))

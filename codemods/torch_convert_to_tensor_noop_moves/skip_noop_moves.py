@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     NIGHTLY_TORCH_CORE_PY,
     PLACEHOLDER,
     TORCH_CORE_PY,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     find_statements,
@@ -303,22 +303,16 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     )
 
 
-class SkipNoopMovesCommand(BackportCommand):
+class SkipNoopMovesCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "Skip torch convert_to_tensor's `.to()` calls where torch would return the tensor itself."
     VERSION = "1"
+    PATH = CORE_PY
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
+        site = self.site(tree)
         if site.present:
             raise SkipFile("convert_to_tensor skips no-op moves already")
         assert site.device_move is not None and site.dtype_move is not None

@@ -70,7 +70,7 @@ from codemods.torch_max_pool_channels_last.channels_last_view import (
 
 
 def _analysis(sources: Sources, path: str) -> Analysis:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze)
 
 
 class TorchMaxPoolChannelsLast(Patch):

@@ -20,12 +20,12 @@ from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     find,
@@ -359,21 +359,16 @@ def anchors(analysis: Analysis) -> tuple[AnchorReport, ...]:
     )
 
 
-class ChannelsLastViewCommand(BackportCommand):
+class ChannelsLastViewCommand(AnalysedCommand[Analysis]):
     DESCRIPTION: str = "torch max_pool pools a dense channels_last 2-D input without copying it."
     VERSION = "1"
+    PATH = NN_PY
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or NN_PY)
+        analysis = self.site(tree)
         if analysis.upstream:
             raise SkipFile(f"max_pool already passes {UPSTREAM_KEYWORD}=True")
         if analysis.present:

@@ -58,7 +58,7 @@ from codemods.torch_trainer_batch_size.read_batch_size import (
 
 
 def _analysis(sources: Sources) -> Analysis:
-    return sources.memoised(NAME, lambda: analyze(sources.module(TRAINER_PY), sources.ast(TRAINER_PY)))
+    return sources.analysed(NAME, TRAINER_PY, analyze)
 
 
 class TorchTrainerBatchSize(Patch):

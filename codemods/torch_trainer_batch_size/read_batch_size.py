@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ancestors,
     ast_function,
     cst_function,
@@ -331,24 +331,18 @@ def anchors(analysis: Analysis) -> tuple[AnchorReport, ...]:
     )
 
 
-class ReadBatchSizeCommand(BackportCommand):
+class ReadBatchSizeCommand(AnalysedCommand[Analysis]):
     DESCRIPTION: str = "Hand the torch trainer's loss tracker x.shape[0] for a plain tensor x, without tree.flatten."
     VERSION = "1"
+    PATH = TRAINER_PY
+    _targets: set[int]
+    _path: frozenset[int] = frozenset()
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Analysis | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._targets: set[int] = set()
-        self._path: frozenset[int] = frozenset()
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Analysis:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        analysis = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TRAINER_PY)
+        analysis = self.site(tree)
         if analysis.state != ABSENT:
             raise SkipFile(f"the batch size is read as {analysis.state} already")
         self._targets = {id(s.arg) for s in analysis.sites}

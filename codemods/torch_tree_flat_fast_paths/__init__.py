@@ -76,7 +76,7 @@ from codemods.torch_tree_flat_fast_paths.add_fast_paths import (
 
 
 def _site(sources: Sources) -> Site:
-    return sources.memoised(NAME, lambda: analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY)))
+    return sources.analysed(NAME, TORCHTREE_PY, analyze)
 
 
 class TorchTreeFlatFastPaths(Patch):

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     has_marker,
@@ -214,24 +214,18 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     )
 
 
-class AddFlatFastPathsCommand(BackportCommand):
+class AddFlatFastPathsCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "flatten/map_structure of the torch tree: flat containers of leaves without tree walks."
     VERSION = "1"
+    PATH = TORCHTREE_PY
+    _flatten: int | None = None
+    _map: int | None = None
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._flatten: int | None = None
-        self._map: int | None = None
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
+        site = self.site(tree)
         if site.ours:
             raise SkipFile("the flat fast paths are in already")
         self._flatten, self._map = id(site.flatten), id(site.map_structure)

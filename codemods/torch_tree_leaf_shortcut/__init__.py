@@ -51,7 +51,7 @@ from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import (
 
 
 def _site(sources: Sources) -> Site:
-    return sources.memoised(NAME, lambda: analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY)))
+    return sources.analysed(NAME, TORCHTREE_PY, analyze)
 
 
 class TorchTreeLeafShortcut(Patch):

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     has_marker,
@@ -277,24 +277,18 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, f"in {FUNCTION}'s {INNER}: the round trip a leaf skips"),)
 
 
-class AddLeafShortcutCommand(BackportCommand):
+class AddLeafShortcutCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "Return a leaf at once from traverse_children in the torch tree's _dict_to_ordered_dict."
     VERSION = "1"
+    PATH = TORCHTREE_PY
+    _inner: int | None = None
+    _path: set[int]
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._inner: int | None = None
-        self._path: set[int] = set()
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
+        site = self.site(tree)
         if site.inner is None:
             raise SkipFile(f"upstream has the leaf short-cut: {site.upstream}")
         if site.ours:

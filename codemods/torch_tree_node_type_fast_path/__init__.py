@@ -58,7 +58,7 @@ from codemods.torch_tree_node_type_fast_path.add_fast_path import (
 
 
 def _site(sources: Sources) -> Site:
-    return sources.memoised(NAME, lambda: analyze(sources.module(TORCHTREE_PY), sources.ast(TORCHTREE_PY)))
+    return sources.analysed(NAME, TORCHTREE_PY, analyze)
 
 
 class TorchTreeNodeTypeFastPath(Patch):

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     ast_function,
     cst_function,
     has_marker,
@@ -115,23 +115,17 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     return (AnchorReport(ANCHOR, site.line, "non-tuple types answer with type(x) in SUPPORTED_NODES"),)
 
 
-class AddNodeTypeFastPathCommand(BackportCommand):
+class AddNodeTypeFastPathCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "is_nested of the torch tree: type(x) in SUPPORTED_NODES for a non-tuple type."
     VERSION = "1"
+    PATH = TORCHTREE_PY
+    _function: int | None = None
 
-    def __init__(
-        self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None
-    ) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: `analyze` of that module, when the caller made it (the series hands over
-        its check's: the module is not analysed twice)."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._function: int | None = None
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or TORCHTREE_PY)
+        site = self.site(tree)
         if site.ours:
             raise SkipFile("the node-type fast path is in already")
         self._function = id(site.function)

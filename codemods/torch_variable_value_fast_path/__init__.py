@@ -73,12 +73,8 @@ from codemods.torch_variable_value_fast_path.fast_value import (
 )
 
 
-def _path(sources: Sources) -> str:
-    return torch_core_path(sources)
-
-
 def _site(sources: Sources, path: str) -> Site:
-    return sources.memoised(f"{NAME}:{path}", lambda: analyze(sources.module(path), sources.ast(path), path))
+    return sources.analysed(NAME, path, analyze)
 
 
 class TorchVariableValueFastPath(Patch):
@@ -98,13 +94,13 @@ class TorchVariableValueFastPath(Patch):
     codemods = (TorchVariableValueFastPathCommand,)
 
     def check(self, sources: Sources) -> Check:
-        site = _site(sources, _path(sources))
+        site = _site(sources, torch_core_path(sources))
         if site.ours:
             return Check(Outcome.APPLIED, "Variable.value has the fast path (forkgen)", anchors(site), present=True)
         return Check(Outcome.APPLIED, "a fast path returning self._value at the top of Variable.value", anchors(site))
 
     def apply(self, sources: Sources) -> None:
-        path = _path(sources)
+        path = torch_core_path(sources)
         command = TorchVariableValueFastPathCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
         sources.replace(path, command.transform_module(sources.module(path)))
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import SkipFile
 
 from codemods.patchlib import (
     NIGHTLY_TORCH_CORE_PY,
     TORCH_CORE_PY,
+    AnalysedCommand,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     has_marker,
     marker,
     module_level_names,
@@ -242,19 +242,17 @@ def anchors(site: Site) -> tuple[AnchorReport, ...]:
     )
 
 
-class TorchVariableValueFastPathCommand(BackportCommand):
+class TorchVariableValueFastPathCommand(AnalysedCommand[Site]):
     DESCRIPTION: str = "A fast path returning `self._value` at the top of the torch Variable.value getter."
     VERSION = "1"
+    PATH = CORE_PY
+    _site: Site | None = None
 
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None, analysis: Site | None = None) -> None:
-        """`tree`: the `ast` of the module, when the caller has it; `analysis`: `analyze` of it."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-        self._site: Site | None = None
+    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> Site:
+        return analyze(module, tree, path)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        site = self._given or analyze(tree, self._tree or ast.parse(tree.code), self.context.filename or CORE_PY)
+        site = self.site(tree)
         if site.ours:
             raise SkipFile("the Variable.value fast path is in already")
         self._site = site

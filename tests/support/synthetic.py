@@ -16,6 +16,8 @@ import textwrap
 import types
 from pathlib import Path
 
+from codemods.patchlib import Patch, Sources
+
 LAYER_V4 = textwrap.dedent(
     '''\
     """Synthetic stand-in for keras/src/layers/layer.py (CallSpec variant V4)."""
@@ -244,6 +246,17 @@ PYPROJECT = textwrap.dedent(
     "keras.src" = "keras/src"
     """
 )
+
+
+def assert_applies_once(patch: Patch, path: str, before: str, after: str) -> None:
+    """`patch` applied to `before` (the only file, at `path`) renders `after`; checked on `after`,
+    it finds itself present and rewrites nothing."""
+    sources = Sources(lambda p: before if p == path else None)
+    patch.apply(sources)
+    assert sources.rendered() == {path: after}
+    again = Sources(lambda p: after if p == path else None)
+    assert patch.check(again).present
+    assert again.rendered() == {}
 
 
 def replace_once(text: str, old: str, new: str) -> str:

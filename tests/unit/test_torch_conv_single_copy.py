@@ -15,7 +15,7 @@ from libcst.codemod import CodemodTest
 from codemods.patchlib import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH, SingleCopyCommand
 from tests.support import synthetic_torch_conv_single_copy as synthetic
-from tests.support.synthetic import replace_once
+from tests.support.synthetic import assert_applies_once, replace_once
 
 NN = "keras/src/backend/torch/nn.py"
 NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
@@ -101,12 +101,7 @@ def test_outcomes() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == NN else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {NN: AFTER}
-    again = Sources(lambda p: AFTER if p == NN else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, NN, BEFORE, AFTER)
 
 
 CONV_LINE = line_of(BEFORE, STATEMENT)

@@ -14,7 +14,7 @@ from libcst.codemod import CodemodTest
 from codemods.patchlib import AnchorDrift, Outcome, Sources
 from codemods.torch_convert_to_tensor_device import PATCH, DropDeviceCheckCommand
 from tests.support import synthetic_torch_convert_to_tensor_device as synthetic
-from tests.support.synthetic import load_module
+from tests.support.synthetic import assert_applies_once, load_module
 
 CORE = "keras/src/backend/torch/core.py"
 MARK = "        # forkgen: torch-convert-to-tensor-device (keras#23189: `x.device != device` was always True)\n"
@@ -115,12 +115,7 @@ def test_outcomes() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == CORE else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {CORE: AFTER}
-    again = Sources(lambda p: AFTER if p == CORE else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, CORE, BEFORE, AFTER)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from codemods.torch_convert_to_tensor_device import PATCH as DEVICE_PATCH
 from codemods.torch_convert_to_tensor_noop_moves import PATCH, SkipNoopMovesCommand
 from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import module_pieces
 from tests.support import synthetic_torch_convert_to_tensor_noop_moves as synthetic
-from tests.support.synthetic import load_module
+from tests.support.synthetic import assert_applies_once, load_module
 
 CORE = "keras/src/backend/torch/core.py"
 NIGHTLY_CORE = "keras/src/backend/torch/ops/core.py"
@@ -143,12 +143,7 @@ def test_outcomes() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == CORE else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {CORE: AFTER}
-    again = Sources(lambda p: AFTER if p == CORE else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, CORE, BEFORE, AFTER)
 
 
 def test_release_range_and_no_requirement() -> None:

@@ -22,7 +22,7 @@ from codemods.torch_conv_single_copy import PATCH as CONV_PATCH
 from codemods.torch_max_pool_channels_last import PATCH, ChannelsLastViewCommand
 from tests.support import synthetic_torch_conv_single_copy as conv_synthetic
 from tests.support import synthetic_torch_max_pool_channels_last as synthetic
-from tests.support.synthetic import load_module, patch_files, replace_once
+from tests.support.synthetic import assert_applies_once, load_module, patch_files, replace_once
 
 NN = "keras/src/backend/torch/nn.py"
 NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
@@ -127,12 +127,7 @@ def test_outcomes() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == NN else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {NN: AFTER}
-    again = Sources(lambda p: AFTER if p == NN else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, NN, BEFORE, AFTER)
 
 
 @pytest.mark.parametrize(

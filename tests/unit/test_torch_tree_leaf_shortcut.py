@@ -19,7 +19,7 @@ from codemods.patchlib import AnchorDrift, Outcome, Sources
 from codemods.torch_tree_leaf_shortcut import PATCH, AddLeafShortcutCommand
 from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import LEAF_SHORTCUT, pieces
 from tests.support import synthetic_torch_tree_leaf_shortcut as synthetic
-from tests.support.synthetic import load_module
+from tests.support.synthetic import assert_applies_once, load_module
 
 TORCHTREE = "keras/src/tree/torchtree_impl.py"
 MARK = "        # forkgen: torch-tree-leaf-shortcut (keras#23201: a leaf would flatten to itself alone)\n"
@@ -140,12 +140,7 @@ def test_outcomes_and_anchor_lines() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == TORCHTREE else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {TORCHTREE: AFTER}
-    again = Sources(lambda p: AFTER if p == TORCHTREE else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, TORCHTREE, BEFORE, AFTER)
 
 
 def test_the_template_is_one_marked_shortcut() -> None:

@@ -17,7 +17,7 @@ from codemods.patchlib import AnchorDrift, Outcome, Sources
 from codemods.series import load_series, run
 from codemods.torch_variable_value_fast_path import PATCH, TorchVariableValueFastPathCommand
 from tests.support import synthetic_torch_variable_value_fast_path as synthetic
-from tests.support.synthetic import load_module, replace_once
+from tests.support.synthetic import assert_applies_once, load_module, replace_once
 
 CORE = "keras/src/backend/torch/core.py"
 NIGHTLY_CORE = "keras/src/backend/torch/ops/core.py"
@@ -109,12 +109,7 @@ def test_outcomes() -> None:
 
 
 def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    sources = Sources(lambda p: BEFORE if p == CORE else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {CORE: AFTER}
-    again = Sources(lambda p: AFTER if p == CORE else None)
-    assert PATCH.check(again).present
-    assert again.rendered() == {}
+    assert_applies_once(PATCH, CORE, BEFORE, AFTER)
 
 
 def test_release_range_and_no_requirement() -> None:

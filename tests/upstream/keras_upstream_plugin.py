@@ -78,9 +78,9 @@ def _only_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not listing:
         return
     wanted = set(Path(listing).read_text(encoding="utf-8").split("\n")) - {""}
-    keep = [item for item in items if junit_key(item) in wanted]
-    config.hook.pytest_deselected(items=[item for item in items if junit_key(item) not in wanted])
-    items[:] = keep
+    chosen = {id(item) for item in items if junit_key(item) in wanted}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in chosen])
+    items[:] = [item for item in items if id(item) in chosen]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

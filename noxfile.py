@@ -7,11 +7,14 @@ overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -61,6 +64,37 @@ UPSTREAM_TARGETS: dict[str, list[str]] = {
 BUILT: dict[str, Path] = {}
 
 
+def disposable(func: Callable[..., None]) -> Callable[..., None]:
+    """A session whose environment goes when it ends (pass or fail), temporary files included.
+
+    nox recreates every environment on each run (reuse_existing_virtualenvs = False), so an
+    ended session's is dead weight, and all of them together take about 15 GB (tensorflow, jax
+    and torch in eight): more than a CI machine may have free. Removing each one as it ends
+    keeps the peak to the largest single session (about 3.5 GB: upstream_tests on torch).
+    TMPDIR points inside the environment, so pip's unpacked wheels and pytest's tmp_path (the
+    publish tests' client environment, the upstream tests' saved models) go with it.
+    Kept when nox reuses environments (`-r`, `-R`) or FORKGEN_KEEP_VENVS=1 asks for a post-mortem.
+    """
+
+    @functools.wraps(func)
+    def session_with_disposable_env(session: nox.Session, *args: Any, **kwargs: Any) -> None:
+        location = getattr(session.virtualenv, "location", None)
+        keep = bool(getattr(session.virtualenv, "reuse_existing", True)) or os.environ.get("FORKGEN_KEEP_VENVS") == "1"
+        if location:
+            free = shutil.disk_usage(location).free / 2**30
+            session.log(f"{free:.1f} GiB free for {location}" + ("" if keep else " (removed when the session ends)"))
+            session.create_tmp()
+        try:
+            func(session, *args, **kwargs)
+        finally:
+            if location and not keep:
+                shutil.rmtree(location, ignore_errors=True)
+
+    session_with_disposable_env.forkgen_disposable = True  # type: ignore[attr-defined]
+    return session_with_disposable_env
+
+
+
 def pinned_wheel() -> Path | None:
     """FORKGEN_WHEEL, else the wheel `build_fork` printed in this run (its label names the series)."""
     explicit = os.environ.get("FORKGEN_WHEEL")
@@ -94,6 +128,7 @@ def fork_wheel(session: nox.Session) -> Path:
 
 
 @nox.session(python=PYTHON)
+@disposable
 def lint(session: nox.Session) -> None:
     """mypy --strict on forkgen/ and codemods/, ruff on everything, actionlint on the workflows.
 
@@ -119,6 +154,7 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@disposable
 def unit(session: nox.Session) -> None:
     """Offline tests: codemods on synthetic modules, the stages, the CLI."""
     install_project(session, "[test]")
@@ -126,6 +162,7 @@ def unit(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@disposable
 def integration(session: nox.Session) -> None:
     """Analyze and apply on the real pinned Keras sdist (downloads it once)."""
     install_project(session, "[test]")
@@ -133,6 +170,7 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@disposable
 def build_fork(session: nox.Session) -> None:
     """Build the fork's wheel into patched_keras/dist/ (extra args go to `forkgen build`)."""
     install_project(session)
@@ -147,6 +185,7 @@ def build_fork(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, requires=["build_fork"])
+@disposable
 def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
     wheel = fork_wheel(session)
@@ -161,6 +200,7 @@ def smoke(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, requires=["build_fork"])
+@disposable
 def publish(session: nox.Session) -> None:
     """`forkgen publish`'s index through real clients: `twine check --strict`; pip download via a
     real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
@@ -173,6 +213,7 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
+@disposable
 def equivalence(session: nox.Session, backend: str) -> None:
     """The fast path vs the slow path of the installed fork: field matrix, properties, models.
 
@@ -194,6 +235,7 @@ def equivalence(session: nox.Session, backend: str) -> None:
 
 @nox.session(python=PYTHON, requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
+@disposable
 def upstream_tests(session: nox.Session, backend: str) -> None:
     """Keras's own tests from the installed wheel: upstream wheel first, then the fork; and
     whole-model parity of the two (tests/parity/models.py), bit for bit.
@@ -261,6 +303,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
 
 
 @nox.session(python=PYTHON, requires=["build_fork"])
+@disposable
 def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
@@ -272,6 +315,7 @@ def mutants(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+@disposable
 def matrix(session: nox.Session) -> None:
     """Every Keras 3 release and keras-nightly through the pipeline; writes COMPATIBILITY.md.
 
@@ -282,6 +326,7 @@ def matrix(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, requires=["build_fork"])
+@disposable
 def bench(session: nox.Session) -> None:
     """Upstream Keras, keras-nightly and the fork, measured in the same run: pyperf timings,
     CallSpec counts, the issue's targets, a chart.

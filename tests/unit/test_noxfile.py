@@ -1,0 +1,119 @@
+"""The noxfile's `disposable` sessions: an ended session's environment goes (pass or fail), with
+its temporary files, unless nox reuses environments or FORKGEN_KEEP_VENVS=1 keeps them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def noxfile() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("forkgen_noxfile_under_test", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeSession:
+    """What `disposable` uses of nox.Session: the environment's location and reuse flag,
+    create_tmp (which, as nox's, points TMPDIR into the environment) and log."""
+
+    def __init__(self, location: Path, reuse_existing: bool) -> None:
+        self.virtualenv = SimpleNamespace(location=str(location), reuse_existing=reuse_existing)
+        self.env: dict[str, str] = {}
+        self.logged: list[str] = []
+
+    def create_tmp(self) -> str:
+        tmp = Path(self.virtualenv.location) / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.env["TMPDIR"] = str(tmp)
+        return str(tmp)
+
+    def log(self, message: str) -> None:
+        self.logged.append(message)
+
+
+def make_env(tmp_path: Path) -> Path:
+    env = tmp_path / ".nox" / "equivalence-backend-torch"
+    (env / "lib").mkdir(parents=True)
+    (env / "lib" / "big.bin").write_bytes(b"\0" * 1024)
+    return env
+
+
+def test_the_environment_goes_when_the_session_passes(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
+    env = make_env(tmp_path)
+    seen: dict[str, Any] = {}
+
+    def session_body(session: FakeSession, backend: str) -> None:
+        seen["backend"] = backend
+        seen["tmpdir"] = session.env["TMPDIR"]
+        (Path(session.env["TMPDIR"]) / "pytest-of-root").mkdir()  # what pytest's tmp_path leaves
+
+    wrapped = noxfile.disposable(session_body)
+    session = FakeSession(env, reuse_existing=False)
+    wrapped(session, backend="torch")
+    assert seen == {"backend": "torch", "tmpdir": str(env / "tmp")}
+    assert not env.exists()
+    assert tmp_path.joinpath(".nox").is_dir()  # only the session's own environment
+    assert any("GiB free" in line and "removed when the session ends" in line for line in session.logged)
+
+
+def test_the_environment_goes_when_the_session_fails(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
+    env = make_env(tmp_path)
+
+    def failing(session: FakeSession) -> None:
+        raise RuntimeError("a failed command")
+
+    with pytest.raises(RuntimeError, match="a failed command"):
+        noxfile.disposable(failing)(FakeSession(env, reuse_existing=False))
+    assert not env.exists()
+
+
+@pytest.mark.parametrize(("reuse", "keep_variable"), [(True, None), (False, "1")])
+def test_the_environment_stays_when_reused_or_kept(
+    noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reuse: bool, keep_variable: str | None
+) -> None:
+    if keep_variable is None:
+        monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
+    else:
+        monkeypatch.setenv("FORKGEN_KEEP_VENVS", keep_variable)
+    env = make_env(tmp_path)
+    session = FakeSession(env, reuse_existing=reuse)
+    noxfile.disposable(lambda s: None)(session)
+    assert (env / "lib" / "big.bin").is_file()
+    assert not any("removed when the session ends" in line for line in session.logged)
+
+
+def test_every_session_is_disposable(noxfile: ModuleType) -> None:
+    """Every session of the noxfile removes its environment: one left out brings back the
+    15 GB that a CI machine's disk may not have."""
+    import nox.registry
+
+    sessions = nox.registry.get()
+    assert {"lint", "unit", "build_fork", "equivalence", "upstream_tests", "bench"} <= set(sessions)
+    undisposed = [name for name, func in sessions.items() if not getattr(func.func, "forkgen_disposable", False)]
+    assert undisposed == []
+
+
+def test_nothing_written_to_the_real_tmp(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TMPDIR is the session's, not the machine's: commands the session runs unpack inside the
+    environment that goes with it."""
+    monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
+    env = make_env(tmp_path)
+    session = FakeSession(env, reuse_existing=False)
+    noxfile.disposable(lambda s: None)(session)
+    assert session.env["TMPDIR"] != tempfile.gettempdir()
+    assert session.env["TMPDIR"].startswith(str(env))
+    assert os.environ.get("TMPDIR") != session.env["TMPDIR"]

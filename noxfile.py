@@ -11,6 +11,7 @@ import functools
 import os
 import shutil
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -71,8 +72,10 @@ def disposable(func: Callable[..., None]) -> Callable[..., None]:
     ended session's is dead weight, and all of them together take about 15 GB (tensorflow, jax
     and torch in eight): more than a CI machine may have free. Removing each one as it ends
     keeps the peak to the largest single session (about 3.5 GB: upstream_tests on torch).
-    TMPDIR points inside the environment, so pip's unpacked wheels and pytest's tmp_path (the
-    publish tests' client environment, the upstream tests' saved models) go with it.
+    TMPDIR is a directory of the session's own, removed with it, so pip's unpacked wheels and
+    pytest's tmp_path (the publish tests' client environment) go too. It lies outside the
+    checkout, where the system's temporary directory is: the CLI tests rely on their tmp_path
+    not being inside a forkgen workspace (its pyproject.toml would be found).
     Kept when nox reuses environments (`-r`, `-R`) or FORKGEN_KEEP_VENVS=1 asks for a post-mortem.
     """
 
@@ -80,15 +83,20 @@ def disposable(func: Callable[..., None]) -> Callable[..., None]:
     def session_with_disposable_env(session: nox.Session, *args: Any, **kwargs: Any) -> None:
         location = getattr(session.virtualenv, "location", None)
         keep = bool(getattr(session.virtualenv, "reuse_existing", True)) or os.environ.get("FORKGEN_KEEP_VENVS") == "1"
+        tmp = None
         if location:
             free = shutil.disk_usage(location).free / 2**30
             session.log(f"{free:.1f} GiB free for {location}" + ("" if keep else " (removed when the session ends)"))
-            session.create_tmp()
+        if location and not keep:
+            tmp = tempfile.mkdtemp(prefix=f"forkgen-nox-{Path(location).name}-")
+            session.env["TMPDIR"] = tmp
         try:
             func(session, *args, **kwargs)
         finally:
             if location and not keep:
                 shutil.rmtree(location, ignore_errors=True)
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     session_with_disposable_env.forkgen_disposable = True  # type: ignore[attr-defined]
     return session_with_disposable_env

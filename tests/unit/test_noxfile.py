@@ -4,7 +4,7 @@ its temporary files, unless nox reuses environments or FORKGEN_KEEP_VENVS=1 keep
 from __future__ import annotations
 
 import importlib.util
-import os
+import shutil
 import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -25,19 +25,13 @@ def noxfile() -> ModuleType:
 
 
 class FakeSession:
-    """What `disposable` uses of nox.Session: the environment's location and reuse flag,
-    create_tmp (which, as nox's, points TMPDIR into the environment) and log."""
+    """What `disposable` uses of nox.Session: the environment's location and reuse flag, the
+    environment variables of the commands it runs, and log."""
 
     def __init__(self, location: Path, reuse_existing: bool) -> None:
         self.virtualenv = SimpleNamespace(location=str(location), reuse_existing=reuse_existing)
         self.env: dict[str, str] = {}
         self.logged: list[str] = []
-
-    def create_tmp(self) -> str:
-        tmp = Path(self.virtualenv.location) / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        self.env["TMPDIR"] = str(tmp)
-        return str(tmp)
 
     def log(self, message: str) -> None:
         self.logged.append(message)
@@ -57,14 +51,16 @@ def test_the_environment_goes_when_the_session_passes(noxfile: ModuleType, tmp_p
 
     def session_body(session: FakeSession, backend: str) -> None:
         seen["backend"] = backend
-        seen["tmpdir"] = session.env["TMPDIR"]
-        (Path(session.env["TMPDIR"]) / "pytest-of-root").mkdir()  # what pytest's tmp_path leaves
+        seen["tmpdir"] = Path(session.env["TMPDIR"])
+        (seen["tmpdir"] / "pytest-of-root").mkdir()  # what pytest's tmp_path leaves
 
     wrapped = noxfile.disposable(session_body)
     session = FakeSession(env, reuse_existing=False)
     wrapped(session, backend="torch")
-    assert seen == {"backend": "torch", "tmpdir": str(env / "tmp")}
+    assert seen["backend"] == "torch"
+    assert seen["tmpdir"].name.startswith("forkgen-nox-equivalence-backend-torch-")
     assert not env.exists()
+    assert not seen["tmpdir"].exists()
     assert tmp_path.joinpath(".nox").is_dir()  # only the session's own environment
     assert any("GiB free" in line and "removed when the session ends" in line for line in session.logged)
 
@@ -73,12 +69,15 @@ def test_the_environment_goes_when_the_session_fails(noxfile: ModuleType, tmp_pa
     monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
     env = make_env(tmp_path)
 
+    session = FakeSession(env, reuse_existing=False)
+
     def failing(session: FakeSession) -> None:
         raise RuntimeError("a failed command")
 
     with pytest.raises(RuntimeError, match="a failed command"):
-        noxfile.disposable(failing)(FakeSession(env, reuse_existing=False))
+        noxfile.disposable(failing)(session)
     assert not env.exists()
+    assert not Path(session.env["TMPDIR"]).exists()
 
 
 @pytest.mark.parametrize(("reuse", "keep_variable"), [(True, None), (False, "1")])
@@ -93,6 +92,7 @@ def test_the_environment_stays_when_reused_or_kept(
     session = FakeSession(env, reuse_existing=reuse)
     noxfile.disposable(lambda s: None)(session)
     assert (env / "lib" / "big.bin").is_file()
+    assert "TMPDIR" not in session.env  # nothing of the session's to remove, nothing redirected
     assert not any("removed when the session ends" in line for line in session.logged)
 
 
@@ -107,13 +107,20 @@ def test_every_session_is_disposable(noxfile: ModuleType) -> None:
     assert undisposed == []
 
 
-def test_nothing_written_to_the_real_tmp(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """TMPDIR is the session's, not the machine's: commands the session runs unpack inside the
-    environment that goes with it."""
+def test_the_session_tmpdir_is_outside_the_checkout(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the checkout, a test's tmp_path would sit inside a forkgen workspace, whose
+    pyproject.toml the CLI finds (the CLI tests expect none): TMPDIR is where the system's is."""
     monkeypatch.delenv("FORKGEN_KEEP_VENVS", raising=False)
-    env = make_env(tmp_path)
-    session = FakeSession(env, reuse_existing=False)
-    noxfile.disposable(lambda s: None)(session)
-    assert session.env["TMPDIR"] != tempfile.gettempdir()
-    assert session.env["TMPDIR"].startswith(str(env))
-    assert os.environ.get("TMPDIR") != session.env["TMPDIR"]
+    env = ROOT / ".nox" / "forkgen-test-noxfile-env"
+    seen: list[Path] = []
+
+    def session_body(session: FakeSession) -> None:
+        seen.append(Path(session.env["TMPDIR"]))
+
+    try:
+        env.mkdir(parents=True)
+        noxfile.disposable(session_body)(FakeSession(env, reuse_existing=False))
+    finally:
+        shutil.rmtree(env, ignore_errors=True)
+    assert seen[0].parent == Path(tempfile.gettempdir())
+    assert ROOT not in seen[0].parents

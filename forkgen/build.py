@@ -8,7 +8,6 @@ import os
 import shutil
 import sys
 import tarfile
-import tempfile
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
@@ -25,6 +24,7 @@ from codemods.stamp_version import (
     has_version_literal,
     stamp_version,
 )
+from forkgen import locking
 from forkgen.cmd import log, run, tail
 from forkgen.errors import BuildError, UpstreamDriftError, UsageError
 from forkgen.fetch import sha256_of
@@ -164,10 +164,10 @@ def build(
     epoch = source_date_epoch(source)
     provenance = make_provenance(source, tree, pin, version, epoch)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
-        staging = Path(tmp) / "src"
+    with locking.staging_dir(out_dir, "build") as tmp:
+        staging = tmp / "src"
         _stage(tree, staging, pin, version, provenance, overlay)
-        dist = Path(tmp) / "dist"
+        dist = tmp / "dist"
         log(f"building {pin.distribution} {version} with the PyPA build frontend")
         args = [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist)]
         if not isolated:

@@ -14,11 +14,10 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from forkgen import index
+from forkgen import index, locking
 from forkgen.cmd import log
 from forkgen.config import validate_version
 from forkgen.errors import IntegrityError
@@ -94,7 +93,7 @@ def _download(pin: Pin, cache_dir: Path) -> tuple[Path, str]:
         else:
             _not_pinned(pin, actual, "is NOT verified: the index advertises no sha256")
         target = directory / candidate.filename
-        _record(target).write_text(actual + "\n", encoding="utf-8")
+        locking.write_atomic(_record(target), (actual + "\n").encode("utf-8"))
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -157,7 +156,7 @@ def _check_member(member: tarfile.TarInfo, top: str | None) -> str:
     raise IntegrityError(f"unsafe archive member {name!r}: {what}")
 
 
-def _tree_digest(root: Path) -> str:
+def tree_digest(root: Path) -> str:
     """sha256 over the sorted relative paths under `root` and the sha256 of each file."""
     entries = []
     for directory, dirnames, filenames in os.walk(root):
@@ -170,27 +169,23 @@ def _tree_digest(root: Path) -> str:
     return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
-def _reusable(destination: Path, sha256: str) -> Path | None:
-    """The root of the earlier unpack in `destination`, if it is complete and unchanged."""
+def _check_unpacked(destination: Path, sha256: str) -> tuple[Path | None, str]:
+    """The root of the unpack in `destination` if it is complete and unchanged, else why not."""
     try:
         marker = json.loads((destination / _COMPLETE).read_text(encoding="utf-8"))
         archive_sha256, tree_sha256 = marker["archive_sha256"], marker["tree_sha256"]
     except FileNotFoundError:
-        reason = "it has no completion marker (an interrupted unpack?)"
+        return None, "it has no completion marker (an interrupted unpack?)"
     except (OSError, ValueError, KeyError, TypeError):
-        reason = "its completion marker is unreadable"
-    else:
-        roots = [p for p in destination.iterdir() if p.is_dir() and not p.is_symlink()]
-        if archive_sha256 != sha256:
-            reason = f"it was unpacked from an archive with sha256 {archive_sha256}, not {sha256}"
-        elif tree_sha256 != _tree_digest(destination):
-            reason = "its files changed since they were unpacked"
-        elif len(roots) != 1:
-            reason = f"it holds {len(roots)} directories instead of one"
-        else:
-            return roots[0]
-    log(f"discarding {destination}: {reason}; unpacking again")
-    return None
+        return None, "its completion marker is unreadable"
+    roots = [p for p in destination.iterdir() if p.is_dir() and not p.is_symlink()]
+    if archive_sha256 != sha256:
+        return None, f"it was unpacked from an archive with sha256 {archive_sha256}, not {sha256}"
+    if tree_sha256 != tree_digest(destination):
+        return None, "its files changed since they were unpacked"
+    if len(roots) != 1:
+        return None, f"it holds {len(roots)} directories instead of one"
+    return roots[0], ""
 
 
 def _remove(path: Path) -> None:
@@ -226,28 +221,35 @@ def unpack(archive: Path, destination: Path, *, sha256: str | None = None) -> Pa
 
     `sha256` is the archive's verified digest (computed when not given). An earlier unpack in
     `destination` is reused only if its completion marker records that digest and the digest
-    of its files still matches; otherwise, and after an interrupted unpack, it is redone.
+    of its files still matches; otherwise, and after an interrupted unpack, it is redone. Runs
+    unpacking the same archive take turns (the lock beside `destination`); one that still
+    finds `destination` taken when it renames its copy into place (a run that does not lock)
+    uses it if it holds the same verified files, and refuses it otherwise.
     """
     sha256 = sha256 or sha256_of(archive)
-    for leftover in destination.parent.glob(f".{destination.name}-*"):
-        log(f"removing {leftover}, left over by an interrupted unpack")
-        _remove(leftover)
-    if destination.exists() or destination.is_symlink():
-        root = _reusable(destination, sha256)
-        if root is not None:
+    lock = destination.with_name(f".{destination.name}{locking.LOCK_SUFFIX}")
+    with locking.hold(lock, f"the unpack of {archive.name} into {destination}"):
+        if destination.exists() or destination.is_symlink():
+            root, reason = _check_unpacked(destination, sha256)
+            if root is not None:
+                return root
+            log(f"discarding {destination}: {reason}; unpacking again")
+            _remove(destination)
+        with locking.staging_dir(destination.parent, destination.name) as temporary:
+            top = _extract(archive, temporary)
+            marker = {"archive_sha256": sha256, "tree_sha256": tree_digest(temporary)}
+            (temporary / _COMPLETE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+            if locking.rename_dir(temporary, destination):
+                return destination / top
+            root, reason = _check_unpacked(destination, sha256)
+            if root is None:
+                raise IntegrityError(
+                    f"another run unpacked {archive.name} into {destination} first, and its files are not "
+                    f"the verified ones: {reason}",
+                    hint=f"delete {destination} and fetch again",
+                )
+            log(f"another run unpacked {archive.name} into {destination} first, with the same verified files; using them")
             return root
-        _remove(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}-"))
-    try:
-        top = _extract(archive, temporary)
-        marker = {"archive_sha256": sha256, "tree_sha256": _tree_digest(temporary)}
-        (temporary / _COMPLETE).write_text(json.dumps(marker) + "\n", encoding="utf-8")
-        os.replace(temporary, destination)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    return destination / top
 
 
 def fetch(pin: Pin, cache_dir: Path) -> Source:
@@ -256,13 +258,18 @@ def fetch(pin: Pin, cache_dir: Path) -> Source:
     Nothing from the archive is executed; a cached archive or tree is verified again first.
     """
     pin = dataclasses.replace(pin, version=validate_version(pin.version, "version"))
-    archive = _cached_archive(pin, cache_dir)
-    sha256 = None
-    if archive is not None:
-        log(f"using cached {archive}")
-        sha256 = _verify_cached(pin, archive)
-    if archive is None or sha256 is None:
-        archive, sha256 = _download(pin, cache_dir)
+    directory = _archive_dir(pin, cache_dir)
+    # One run at a time downloads (or re-verifies) a release; the others wait and then use it.
+    with locking.hold(directory.with_name(f".{pin.version}{locking.LOCK_SUFFIX}"),
+                      f"the download of {pin.distribution} {pin.version}"):
+        locking.sweep(directory, "download")  # the partial download of a run that was killed
+        archive = _cached_archive(pin, cache_dir)
+        sha256 = None
+        if archive is not None:
+            log(f"using cached {archive}")
+            sha256 = _verify_cached(pin, archive)
+        if archive is None or sha256 is None:
+            archive, sha256 = _download(pin, cache_dir)
     root = unpack(archive, cache_dir / "src" / sha256, sha256=sha256)
     return Source(
         distribution=pin.distribution,

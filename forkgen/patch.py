@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -12,8 +10,10 @@ from codemods import series
 from codemods.callspec_fast_path.anchors import LAYER_PY
 from codemods.patchlib import AnchorReport, Patch
 from codemods.stamp_version import VERSION_PY, read_version
+from forkgen import locking
 from forkgen.cmd import log
 from forkgen.errors import UpstreamDriftError, UsageError
+from forkgen.fetch import tree_digest
 from forkgen.model import Analysis, PatchedTree, PatchOutcome
 
 
@@ -136,20 +136,24 @@ def analyze(root: Path, selected: Sequence[Patch] | None = None) -> Analysis:
 def write(analysis: Analysis, out: Path) -> PatchedTree:
     """Write the patched copy of `analysis.root` to `out`, which must not exist.
 
-    `out` appears only once complete: the copy is made next to it and renamed.
+    `out` appears only once complete: the copy is made in a private directory beside it and
+    renamed. A run that finds `out` made meanwhile by another run with the same files counts
+    as done; other files there are refused.
     """
     if out.exists():
         raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    try:
+    with locking.staging_dir(out.parent, out.name) as tmp:
         staged = tmp / "tree"
         shutil.copytree(analysis.root, staged, symlinks=True)
         for relative, text in analysis.files.items():
             (staged / relative).write_bytes(text.encode("utf-8"))
-        os.replace(staged, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not locking.rename_dir(staged, out):
+            if tree_digest(out) != tree_digest(staged):
+                raise UsageError(
+                    f"output directory {out} appeared while this run wrote it, with other files",
+                    hint="another run wrote there at the same time; remove it or choose another --out",
+                )
+            log(f"another run wrote the same patched tree to {out} first; keeping it")
     for patch in analysis.patches:
         state = "already in the tree" if patch.present else patch.outcome
         log(f"  {patch.name} {patch.version}: {state}" + (f" ({patch.detail})" if patch.outcome != "applied" else ""))

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import shutil
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from codemods.patchlib import Patch
 from forkgen import build as build_stage
-from forkgen import patch
+from forkgen import locking, patch
 from forkgen.cmd import log
 from forkgen.errors import UsageError
 from forkgen.fetch import fetch
@@ -84,11 +84,18 @@ def build_fork(
     stage("apply")
     tree_dir = workspace / "build" / source_root.name
     log(f"[3/4] apply -> {tree_dir}")
-    if tree_dir.exists():
-        shutil.rmtree(tree_dir)
-    tree = patch.write(analysis, tree_dir)
-    stage("build")
-    log(f"[4/4] build -> {out_dir}")
-    wheel = build_stage.build(tree, source, pin, out_dir, overlay=overlay, isolated=isolated)
+    # Each run patches and builds in a private directory beside the workspace tree; only the
+    # finished tree replaces the shared one, under its lock, so concurrent builds never see
+    # each other's half-written trees.
+    with locking.staging_dir(tree_dir.parent, tree_dir.name) as private:
+        tree = patch.write(analysis, private / "tree")
+        stage("build")
+        log(f"[4/4] build -> {out_dir}")
+        wheel = build_stage.build(tree, source, pin, out_dir, overlay=overlay, isolated=isolated)
+        with locking.hold(tree_dir.with_name(f".{tree_dir.name}{locking.LOCK_SUFFIX}"), f"the workspace tree {tree_dir}"):
+            if tree_dir.exists() or tree_dir.is_symlink():
+                tree_dir.rename(private / "replaced")
+            tree.root.rename(tree_dir)
+    tree = dataclasses.replace(tree, root=tree_dir)
     log(f"built {wheel.path.name} (sha256 {wheel.sha256}) in {time.monotonic() - started:.1f} s")
     return BuildResult(source=source, analysis=analysis, tree=tree, wheel=wheel)

@@ -12,7 +12,7 @@ The index directory holds the wheels and three views of them:
 
 Pages are regenerated from what `files/` holds, so a second version keeps the
 first. Every file is written next to its target and renamed over it; a lock
-file keeps two publishers apart. Publishing a wheel that is already there is a
+keeps publishers apart (the next one waits, and says for whom). Publishing a wheel that is already there is a
 no-op; a different wheel under an existing file name is refused.
 """
 
@@ -21,8 +21,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +32,7 @@ from urllib.parse import quote
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from forkgen import locking
 from forkgen.cmd import log
 from forkgen.errors import IntegrityError, UsageError
 from forkgen.fetch import sha256_of
@@ -99,39 +98,24 @@ def _describe(wheel: Path, metadata: bytes) -> Published:
 
 
 def _write_atomic(path: Path, data: bytes) -> bool:
-    """Write `data` to `path` by renaming a sibling temporary file; False if already equal."""
+    """Write `data` to `path` by renaming a private sibling over it; False if already equal."""
     if path.is_file() and path.read_bytes() == data:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    locking.write_atomic(path, data)
     return True
 
 
 @contextmanager
 def _locked(index_dir: Path) -> Iterator[None]:
+    """One publisher at a time per index; the next one waits. What a killed publisher left
+    half-written (its private files beside the pages and wheels) goes first."""
     index_dir.mkdir(parents=True, exist_ok=True)
-    lock = index_dir / ".forkgen-publish.lock"
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        raise UsageError(
-            f"{index_dir} is being published to by another process ({lock} exists)",
-            hint=f"wait for it to finish; remove {lock} if no publish is running",
-        ) from None
-    try:
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
+    with locking.hold(index_dir / ".forkgen-publish.lock", f"the index {index_dir}"):
+        simple = index_dir / "simple"
+        for directory in (index_dir / "files", simple, *(simple.iterdir() if simple.is_dir() else ())):
+            locking.sweep(directory)
         yield
-    finally:
-        lock.unlink(missing_ok=True)
 
 
 def _listing(index_dir: Path) -> dict[str, list[Published]]:

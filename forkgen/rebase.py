@@ -19,7 +19,7 @@ from typing import Any
 import tomlkit
 
 from codemods.patchlib import Patch
-from forkgen import patch, pipeline
+from forkgen import locking, patch, pipeline
 from forkgen.cmd import log, run, tail
 from forkgen.errors import EXIT_OK, ForkgenError, UsageError, VerificationError
 from forkgen.fetch import fetch
@@ -320,9 +320,7 @@ class RebaseSummary:
         """Write the Markdown summary to `path` (atomically); return it."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        tmp = path.with_name(path.name + ".forkgen-tmp")
-        tmp.write_text(self.to_markdown(), encoding="utf-8")
-        os.replace(tmp, path)
+        locking.write_atomic(path, self.to_markdown().encode("utf-8"))
         return path
 
 
@@ -367,17 +365,27 @@ def run_equivalence(wheel: Path, project: Path, workdir: Path, torch_spec: str) 
     return tail(result.stdout, 1).strip(" =")
 
 
-def rewrite_pin(pyproject: Path, pin: Pin) -> None:
-    """Set version, distribution and sha256 in [tool.forkgen], keeping comments and formatting."""
-    document = tomlkit.parse(pyproject.read_text(encoding="utf-8"))
-    table = document["tool"]["forkgen"]
-    table["distribution"] = pin.distribution
-    table["version"] = pin.version
-    table["sha256"] = pin.sha256
-    text = tomlkit.dumps(document)
-    tmp = pyproject.with_name(pyproject.name + ".forkgen-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, pyproject)
+def rewrite_pin(pyproject: Path, pin: Pin, expected: Pin | None = None) -> None:
+    """Set version, distribution and sha256 in [tool.forkgen], keeping comments and formatting.
+
+    With `expected` (the pin the rebase started from), refuse when another run moved the pin
+    in the meantime: its move is not overwritten.
+    """
+    with locking.hold(pyproject.with_name(f".{pyproject.name}{locking.LOCK_SUFFIX}"), f"the pin in {pyproject}"):
+        document = tomlkit.parse(pyproject.read_text(encoding="utf-8"))
+        table = document["tool"]["forkgen"]
+        if expected is not None:
+            now = (table.get("distribution"), table.get("version"), table.get("sha256"))
+            if now != (expected.distribution, expected.version, expected.sha256):
+                raise UsageError(
+                    f"the pin in {pyproject} changed while this rebase ran (it is now {now[0]} {now[1]}); "
+                    f"not moving it to {pin.distribution} {pin.version}",
+                    hint="another rebase moved it; rerun this one from the new pin if it is still wanted",
+                )
+        table["distribution"] = pin.distribution
+        table["version"] = pin.version
+        table["sha256"] = pin.sha256
+        locking.write_atomic(pyproject, tomlkit.dumps(document).encode("utf-8"), mode=pyproject.stat().st_mode & 0o777)
 
 
 def rebase(
@@ -396,9 +404,29 @@ def rebase(
     """Prove the fork on `pin`, then move the pin in `pyproject` to it.
 
     The wheel is built by `pipeline.build_fork`, the very function `forkgen build` runs, into
-    `workspace/rebase/<distribution>-<version>/`. `summary`, when given, is filled as the
-    stages pass, also when one fails (each patch's outcome, the drift, what moved).
+    `workspace/rebase/<distribution>-<version>/`; two rebases onto one release take turns in
+    it. `summary`, when given, is filled as the stages pass, also when one fails (each
+    patch's outcome, the drift, what moved).
     """
+    workdir = workspace / "rebase" / f"{pin.distribution}-{pin.version}"
+    with locking.hold(workdir.with_name(f".{workdir.name}{locking.LOCK_SUFFIX}"), f"the rebase workspace {workdir}"):
+        return _rebase(pin, previous_pin, pyproject, cache_dir=cache_dir, workdir=workdir, overlay=overlay,
+                       torch_spec=torch_spec, verify=verify, selected=selected, summary=summary)
+
+
+def _rebase(
+    pin: Pin,
+    previous_pin: Pin | None,
+    pyproject: Path,
+    *,
+    cache_dir: Path,
+    workdir: Path,
+    overlay: Path | None,
+    torch_spec: str,
+    verify: bool,
+    selected: Sequence[Patch] | None,
+    summary: RebaseSummary | None,
+) -> RebaseResult:
     started = time.monotonic()
     stage = "fetch"
     summary = summary if summary is not None else RebaseSummary(pin.distribution, previous_pin)
@@ -420,7 +448,6 @@ def rebase(
         summary.previous_analysis = previous
         if previous is not None:
             summary.label_before = previous_pin.local_label if previous_pin and previous_pin.local_label else previous.label
-        workdir = workspace / "rebase" / f"{pin.distribution}-{pin.version}"
         try:
             built = pipeline.build_fork(
                 pin,
@@ -454,6 +481,8 @@ def rebase(
             summary.equivalence = "skipped (--no-verify)"
             summary.ok, summary.exit_code = True, EXIT_OK
             return RebaseResult(pinned, built.wheel, built.analysis, previous, time.monotonic() - started)
+        enter("pin")
+        rewrite_pin(pyproject, pinned, expected=previous_pin)
     except ForkgenError as error:
         if stage == "verify" and isinstance(error, VerificationError):
             summary.equivalence = f"failed: {error.message}"
@@ -461,7 +490,6 @@ def rebase(
         error.hint = (error.hint + "; " if error.hint else "") + f"the pin in {pyproject} is unchanged"
         summary.fail(error)
         raise
-    rewrite_pin(pyproject, pinned)
     summary.ok, summary.exit_code, summary.pin_moved = True, EXIT_OK, True
     summary.stage = None
     log(f"pin moved to {pin.distribution} {pin.version} (sha256 {pinned.sha256}) in {pyproject}")

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -20,7 +23,10 @@ def noxfile() -> ModuleType:
     spec = importlib.util.spec_from_file_location("forkgen_noxfile_under_test", ROOT / "noxfile.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Loading the noxfile claims an environment directory of its own unless given one.
+    with tempfile.TemporaryDirectory() as envdir, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FORKGEN_NOX_ENVDIR", envdir)
+        spec.loader.exec_module(module)
     return module
 
 
@@ -124,3 +130,59 @@ def test_the_session_tmpdir_is_outside_the_checkout(noxfile: ModuleType, tmp_pat
         shutil.rmtree(env, ignore_errors=True)
     assert seen[0].parent == Path(tempfile.gettempdir())
     assert ROOT not in seen[0].parents
+
+
+CLAIM = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("noxfile_in_child", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+os.environ["FORKGEN_NOX_ENVDIR"] = sys.argv[2]  # loading it claims nothing
+spec.loader.exec_module(module)
+print(module.claim_run_dir(__import__("pathlib").Path(sys.argv[2])), flush=True)
+(module.Path(sys.stdin.readline().strip())).mkdir()  # a session's environment
+time.sleep(3600) if sys.argv[3] == "stay" else None
+"""
+
+
+def claim_in_child(base: Path, mode: str) -> tuple[subprocess.Popen[str], Path]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLAIM, str(ROOT / "noxfile.py"), str(base), mode],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    run_dir = Path(child.stdout.readline().strip())
+    child.stdin.write(f"{run_dir / 'unit'}\n")
+    child.stdin.flush()
+    return child, run_dir
+
+
+def test_each_nox_run_has_its_own_environment_directory_and_a_killed_runs_goes(noxfile: ModuleType, tmp_path: Path) -> None:
+    base = tmp_path / ".nox"
+    first, first_dir = claim_in_child(base, "stay")
+    second, second_dir = claim_in_child(base, "stay")
+    try:
+        assert first_dir != second_dir and first_dir.parent == second_dir.parent == base
+        deadline = time.monotonic() + 30
+        while not ((first_dir / "unit").is_dir() and (second_dir / "unit").is_dir()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert noxfile.locking.sweep(base, "run") == []  # both alive: nothing of theirs goes
+        assert (first_dir / "unit").is_dir() and (second_dir / "unit").is_dir()
+        first.kill()
+        first.wait()
+        assert noxfile.locking.sweep(base, "run") == [first_dir]  # killed: its environments go
+        assert not first_dir.exists() and not first_dir.with_name(first_dir.name + ".lock").exists()
+        assert (second_dir / "unit").is_dir()
+    finally:
+        for child in (first, second):
+            child.kill()
+            child.wait()
+    noxfile.locking.sweep(base, "run")
+    assert sorted(p.name for p in base.iterdir()) == []
+
+
+def test_a_nox_run_that_ends_removes_its_environment_directory(noxfile: ModuleType, tmp_path: Path) -> None:
+    base = tmp_path / ".nox"
+    child, run_dir = claim_in_child(base, "end")
+    assert child.wait(timeout=60) == 0
+    assert sorted(p.name for p in base.iterdir()) == []  # atexit removed the directory and its lock

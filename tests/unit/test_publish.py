@@ -6,13 +6,14 @@ import hashlib
 import json
 import os
 import re
+import threading
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from forkgen import cli, publish
-from forkgen.errors import EXIT_INTEGRITY, EXIT_USAGE, IntegrityError, UsageError
+from forkgen import cli, locking, publish
+from forkgen.errors import EXIT_INTEGRITY, EXIT_USAGE, IntegrityError
 
 
 def make_wheel(directory: Path, version: str = "3.15.1+fastcallspec.1", payload: str = "x = 1\n",
@@ -122,7 +123,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
             raise OSError("disk full")
         real_replace(src, dst)
 
-    monkeypatch.setattr(publish.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
         publish.publish([make_wheel(tmp_path / "b", "3.15.1+fastcallspec.1")], index)
     after = snapshot(index)
@@ -136,12 +137,33 @@ def test_a_wheel_whose_metadata_disagrees_with_its_name_is_refused(tmp_path: Pat
         publish.publish([wheel], tmp_path / "index")
 
 
-def test_a_running_publish_is_not_raced(tmp_path: Path) -> None:
+def test_a_running_publish_is_waited_for_and_a_dead_ones_lock_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     index = tmp_path / "index"
     index.mkdir()
-    (index / ".forkgen-publish.lock").write_text("123")
-    with pytest.raises(UsageError, match="another process"):
-        publish.publish([make_wheel(tmp_path / "in")], index)
+    lock = index / ".forkgen-publish.lock"
+    lock.write_text('{"pid": 123}')  # the lock file of a publisher that was killed: nobody holds it
+    publish.publish([make_wheel(tmp_path / "a", "3.14.1+fastcallspec.1")], index)
+    assert "waiting" not in capsys.readouterr().err and not lock.exists()
+    held, release = threading.Event(), threading.Event()
+
+    def another_publisher() -> None:
+        with locking.hold(lock, "the index"):
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=another_publisher)
+    thread.start()
+    assert held.wait(30)
+    threading.Timer(1.0, release.set).start()
+    publish.publish([make_wheel(tmp_path / "b", "3.15.1+fastcallspec.1")], index)  # waits, then publishes
+    thread.join()
+    err = capsys.readouterr().err
+    assert f"waiting for the index {index}: pid {os.getpid()}" in err
+    assert sorted(p.name for p in (index / "files").glob("*.whl")) == [
+        "keras-3.14.1+fastcallspec.1-py3-none-any.whl", "keras-3.15.1+fastcallspec.1-py3-none-any.whl"]
+    assert not lock.exists()
 
 
 def test_cli_prints_the_simple_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

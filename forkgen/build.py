@@ -66,7 +66,8 @@ def make_provenance(
         "codemods": {name: codemod_version for name, codemod_version in tree.codemods},
         # Every patch of the selection with its outcome on this release, in series order.
         "patches": [
-            {"name": p.name, "version": p.version, "outcome": p.outcome, "origin": p.origin, "forwarded": p.forwarded}
+            {"name": p.name, "version": p.version, "outcome": p.outcome, "origin": p.origin, "forwarded": p.forwarded,
+             "files": list(p.files)}
             for p in analysis.patches
         ],
         "series_label": analysis.label,

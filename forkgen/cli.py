@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -208,6 +210,29 @@ def make_parser() -> argparse.ArgumentParser:
         help="JUnit XML of a rerun of the suspects with the patched wheel (repeatable): a suspect that "
         "passed in every rerun is reported as flaky, not as a regression",
     )
+
+    p = sub.add_parser(
+        "verify",
+        help="prove a fork wheel: the equivalence suite against the unpatched release, Keras's own tests and parity",
+    )
+    _common(p)
+    p.add_argument("suite", choices=["equivalence", "upstream", "all"],
+                   help="equivalence: tests/equivalence; upstream: Keras's own tests (where the release ships them) "
+                   "and whole-model parity, upstream wheel vs fork; all: both")
+    p.add_argument("--wheel", type=Path, required=True, metavar="WHEEL", help="the fork wheel to prove")
+    p.add_argument("--backend", action="append", choices=["torch", "jax", "tensorflow", "numpy"], default=[],
+                   help="Keras backend (repeatable; default torch)")
+    p.add_argument("--upstream-src", type=Path, metavar="DIR",
+                   help="the unpatched source tree of the wheel's release (default: fetched, verified, from the cache)")
+    p.add_argument("--cache-dir", type=Path, help="download cache (default: $FORKGEN_CACHE_DIR or ~/.cache/forkgen)")
+    p.add_argument("--reports", type=Path, metavar="DIR", help="JUnit, JSON and parity reports (default: patched_keras/verify/)")
+    p.add_argument("--work-dir", type=Path, metavar="DIR",
+                   help="where the environments go (default: a temporary directory, removed afterwards unless FORKGEN_KEEP_VENVS=1)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--tests", dest="tests", action="store_true", default=None,
+                       help="upstream: insist on Keras's own tests (default: run them where the release ships them)")
+    group.add_argument("--no-tests", dest="tests", action="store_false", help="upstream: parity only")
+    p.set_defaults(pytest_args=[])  # what follows `--` goes to pytest (main() splits it off)
 
     p = sub.add_parser("inspect", help="print the provenance of a wheel built by forkgen")
     _no_config(p)
@@ -515,6 +540,44 @@ def cmd_outdated(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    cfg = config_mod.load(args.config)
+    if not args.wheel.is_file():
+        raise UsageError(f"{args.wheel} does not exist", hint="build it: `forkgen build` (or `nox -s build_fork`)")
+    upstream_src = args.upstream_src
+    if upstream_src is None:
+        release = verify.release_of(args.wheel)
+        if release.sdist_sha256 is None:
+            raise UsageError(f"{args.wheel.name} was built from a local tree", hint="give that tree with --upstream-src")
+        upstream_src = fetch(Pin(release.distribution, release.version, release.sdist_sha256),
+                             args.cache_dir or default_cache_dir()).root
+    suites = ["equivalence", "upstream"] if args.suite == "all" else [args.suite]
+    reports = args.reports or _workspace(cfg) / "verify"
+    keep = os.environ.get("FORKGEN_KEEP_VENVS") == "1"
+    with contextlib.ExitStack() as stack:
+        work = args.work_dir
+        if work is None:
+            work = Path(tempfile.mkdtemp(prefix="forkgen-verify-") if keep
+                        else stack.enter_context(tempfile.TemporaryDirectory(prefix="forkgen-verify-")))
+            if keep:
+                log(f"FORKGEN_KEEP_VENVS=1: the environments stay in {work}")
+        results = verify.verify_release(
+            args.wheel.resolve(), project=_project_root(cfg), upstream_src=upstream_src, work=work, reports=reports,
+            backends=args.backend or ["torch"], suites=suites, tests=args.tests, pytest_args=args.pytest_args,
+        )
+    for result in results:
+        print(f"{result.name}: passed ({result.summary})")
+    return EXIT_OK
+
+
+def _project_root(cfg: config_mod.Config) -> Path:
+    """The forkgen checkout whose tests prove the wheel (the one holding the configuration)."""
+    root = cfg.path.parent if cfg.path else Path.cwd()
+    if not (root / "tests" / "equivalence").is_dir():
+        raise UsageError(f"{root} is not a forkgen checkout (no tests/equivalence)", hint="run it from the forkgen checkout or pass --config")
+    return root
+
+
 def cmd_compare_tests(args: argparse.Namespace) -> int:
     if args.suspects is not None and args.rerun:
         raise UsageError("--suspects and --rerun do not go together", hint="--suspects is the first pass, --rerun the second")
@@ -529,6 +592,7 @@ COMMANDS = {
     "rebase": cmd_rebase,
     "outdated": cmd_outdated,
     "compare-tests": cmd_compare_tests,
+    "verify": cmd_verify,
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,
     "report": cmd_report,
@@ -541,7 +605,16 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see EPILOG)."""
-    args = make_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = make_parser()
+    # `forkgen verify ... -- PYTEST_ARG...`: argparse would take the words after `--` as the
+    # command's positionals, so they are split off first (other commands parse as they always did).
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    if args.command == "verify":
+        args.pytest_args = argv[cut + 1 :]
+    elif cut < len(argv):
+        args = parser.parse_args(argv)
     try:
         if args.command in CONFIG_IGNORED and args.config is not None:
             raise UsageError(

@@ -1,16 +1,14 @@
 """Rebase: move the pin to another upstream release, only once the fork is proven on it.
 
-fetch -> analyze -> apply -> build (`pipeline.build_fork`, as `forkgen build`) -> equivalence suite on torch -> rewrite the pin.
+fetch -> analyze -> apply -> build (`pipeline.build_fork`, as `forkgen build`) -> verify on torch
+(`verify.verify_release`: the equivalence suite against the unpatched release, whole-model parity,
+Keras's own tests where the release ships them) -> rewrite the pin.
 Any failure leaves pyproject.toml untouched; the exit code says which stage failed.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
-import venv
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +17,16 @@ from typing import Any
 import tomlkit
 
 from codemods.patchlib import Patch
-from forkgen import locking, patch, pipeline
-from forkgen.cmd import log, run, tail
+from forkgen import locking, patch, pipeline, requirements, verify
+from forkgen.cmd import log
 from forkgen.errors import EXIT_OK, ForkgenError, UsageError, VerificationError
 from forkgen.fetch import fetch
 from forkgen.model import Analysis, Pin, Wheel
 
-#: The torch the equivalence run installs (see README: other requests may pull CUDA builds).
-DEFAULT_TORCH_SPEC = "torch==2.13.0"
+#: The torch the verification installs (see README: other requests may pull CUDA builds).
+DEFAULT_TORCH_SPEC = requirements.TORCH_SPEC
+#: The verify stage (a module-level name, so that offline tests can stand in for it).
+verify_release = verify.verify_release
 
 
 @dataclass(frozen=True)
@@ -324,47 +324,6 @@ class RebaseSummary:
         return path
 
 
-def run_equivalence(wheel: Path, project: Path, workdir: Path, torch_spec: str) -> str:
-    """Install the wheel with torch into a fresh environment and run tests/equivalence there;
-    return pytest's summary line."""
-    tests = project / "tests" / "equivalence"
-    if not tests.is_dir():
-        raise UsageError(f"{tests} not found", hint="run forkgen rebase from the forkgen checkout that holds the pin")
-    env_dir = workdir / "venv"
-    if env_dir.exists():
-        shutil.rmtree(env_dir)
-    log(f"creating {env_dir} with {wheel.name} and {torch_spec}")
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
-    installed = run(
-        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel), torch_spec, "pytest>=9", "hypothesis"],
-        capture=True,
-    )
-    if installed.returncode != 0:
-        raise VerificationError(
-            f"could not install {wheel.name} with {torch_spec}:\n{tail(installed.stdout, 8)}",
-            hint="set FORKGEN_TORCH_SPEC or pass --torch-spec with a torch this release supports",
-        )
-    result = run(
-        [python, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
-         "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
-        cwd=project,
-        env={
-            "KERAS_BACKEND": "torch",
-            "FORKGEN_HYPOTHESIS_PROFILE": os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"),
-            "FORKGEN_WHEEL": str(wheel),  # the suite fails closed unless this very wheel is installed
-        },
-        capture=True,
-    )
-    print(tail(result.stdout, 3), file=sys.stderr)
-    if result.returncode != 0:
-        raise VerificationError(
-            f"the equivalence suite fails on torch with the rebased fork:\n{tail(result.stdout, 15)}",
-            hint="the pin is unchanged; the patch does not reproduce this release's slow path",
-        )
-    return tail(result.stdout, 1).strip(" =")
-
-
 def rewrite_pin(pyproject: Path, pin: Pin, expected: Pin | None = None) -> None:
     """Set version, distribution and sha256 in [tool.forkgen], keeping comments and formatting.
 
@@ -473,9 +432,13 @@ def _rebase(
             log(f"  {name}: upstream in {pin.version}: retired (dropped from the build and the label)")
         enter("verify")
         if verify:
-            log("[5/5] equivalence suite on torch")
-            detail = run_equivalence(built.wheel.path, pyproject.parent, workdir, torch_spec)
-            summary.equivalence = f"passed ({detail})" if isinstance(detail, str) and detail else "passed"
+            log("[5/5] verify on torch: the equivalence suite against the unpatched release, parity, "
+                "and Keras's own tests where the release ships them")
+            results = verify_release(
+                built.wheel.path, project=pyproject.parent, upstream_src=built.source.root, work=workdir / "envs",
+                reports=workdir / "verify", backends=["torch"], torch_spec=torch_spec,
+            )
+            summary.equivalence = "passed" + (": " + "; ".join(f"{r.name} ({r.summary})" for r in results) if results else "")
         else:
             log("[5/5] equivalence suite skipped (--no-verify): the pin is not rewritten")
             summary.equivalence = "skipped (--no-verify)"

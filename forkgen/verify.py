@@ -1,4 +1,7 @@
-"""Verify stage: compare two runs of the same test suite (upstream wheel vs patched wheel).
+"""Verify stage: run the suites that prove a fork wheel, and judge them.
+
+The suites (below): the equivalence suite against the unpatched release as its oracle; Keras's
+own tests, upstream wheel vs fork; whole-model parity. The judgement of two runs of one suite:
 
 Both runs write JUnit XML (pytest --junitxml). A test that passes upstream and does
 not pass patched is a regression; tests that fail in both runs are listed with their
@@ -14,12 +17,18 @@ stays a regression.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
+import venv
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from forkgen import requirements
+from forkgen.cmd import log, run, tail
 from forkgen.errors import UsageError, VerificationError
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -174,3 +183,283 @@ def compare_files(
             hint="the patch changes behaviour: see the regressions above",
         )
     return comparison
+
+
+# -- Running the suites -----------------------------------------------------------------------
+#
+# Every verification run goes through here: `forkgen verify` (what the nox sessions call) and
+# the verify stage of `forkgen rebase`. Each makes its own environment, installs, runs pytest
+# (the equivalence suite, Keras's own tests, the parity models) and judges.
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A virtual environment of a verification run."""
+
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+    def install(self, *requirements: str, options: Sequence[str] = (), what: str = "") -> None:
+        result = run(
+            [self.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *options, *requirements],
+            capture=True,
+        )
+        if result.returncode != 0:
+            raise VerificationError(
+                f"could not install {what or ' '.join(requirements)} into {self.root}:\n{tail(result.stdout, 8)}",
+                hint="this is the environment, not the patch: check the requirement specs "
+                "(FORKGEN_TORCH_SPEC, FORKGEN_JAX_SPEC, FORKGEN_TENSORFLOW_SPEC) and your package index",
+            )
+
+    def has_module(self, name: str) -> bool:
+        probe = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({name!r}) else 1)"
+        return run([self.python, "-c", probe], capture=True).returncode == 0
+
+
+def environment(root: Path, requirements: Sequence[str], what: str) -> Environment:
+    """A fresh virtual environment at `root` with `requirements` installed."""
+    log(f"creating {root} for {what}: {' '.join(requirements)}")
+    shutil.rmtree(root, ignore_errors=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(root)
+    env = Environment(root)
+    env.install(*requirements, what=what)
+    return env
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the fork wheel was built from, from its provenance."""
+
+    distribution: str
+    version: str
+    sdist_sha256: str | None
+
+    @property
+    def requirement(self) -> str:
+        # `===` excludes local versions: the fork itself would satisfy `==`.
+        return f"{self.distribution}==={self.version}"
+
+    def __str__(self) -> str:
+        return f"{self.distribution} {self.version}"
+
+
+def release_of(wheel: Path) -> Release:
+    from forkgen.provenance import read_wheel
+
+    upstream = read_wheel(wheel).get("upstream", {})
+    return Release(str(upstream.get("distribution")), str(upstream.get("version")), upstream.get("sdist_sha256"))
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """One suite that passed: its name and pytest's (or the comparison's) summary."""
+
+    name: str
+    summary: str
+
+
+def _junit_counts(path: Path) -> str:
+    counts = Counter(r.outcome for r in read_junit(path).values())
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o]) or "no tests"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    module: str
+    test: str
+    message: str
+
+
+def _equivalence_problems(path: Path) -> tuple[list[_Problem], list[_Problem]]:
+    """(collection errors, failing tests) of an equivalence run's JUnit file."""
+    collection: list[_Problem] = []
+    failing: list[_Problem] = []
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        problem = next((case.find(tag) for tag in ("failure", "error") if case.find(tag) is not None), None)
+        if problem is None:
+            continue
+        text, message = problem.text or "", problem.get("message") or ""
+        if not case.get("classname") and message == "collection failure":
+            # The import error is the last `E` line of the traceback.
+            errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+            collection.append(_Problem(case.get("name", ""), "", errors[-1] if errors else " ".join(text.split())[:300]))
+        else:
+            failing.append(_Problem(case.get("classname", ""), case.get("name", ""), " ".join((message or text).split())[:300]))
+    return collection, failing
+
+
+def _patch_of(module: str) -> str:
+    """The patch a test module proves: test_patch_<name>.py proves <name>; the others the
+    CallSpec fast path and the series as a whole."""
+    stem = module.rpartition(".")[2]
+    if stem.startswith("test_patch_"):
+        return stem[len("test_patch_"):].replace("_", "-")
+    return "callspec-fast-path (and the series)"
+
+
+def judge_equivalence(junit: Path, returncode: int, label: str, output: str = "") -> SuiteResult:
+    """Judge an equivalence run: pass, or a VerificationError that says what failed: a test
+    module that does not import on this release (not the patch's doing), or the patch and the
+    test whose behaviour differs from the unpatched release."""
+    if returncode == 0:
+        return SuiteResult("equivalence", _junit_counts(junit))
+    if not junit.is_file():
+        raise VerificationError(
+            f"the equivalence suite did not run ({label}, pytest exit {returncode}):\n{tail(output, 6)}",
+            hint="the suite stopped before any test (a gate refused, or pytest could not start): see the output above",
+        )
+    collection, failing = _equivalence_problems(junit)
+    if collection:
+        listed = "; ".join(f"{p.module}: {p.message}" for p in collection)
+        raise VerificationError(
+            f"the equivalence suite cannot import {len(collection)} test module(s) on {label}: {listed}",
+            hint="a test module fails to import on this release, which says nothing of the patch: make it find the "
+            "code as the patch does (tests/equivalence/upstream.py: patched_module, original)",
+        )
+    if not failing:
+        raise VerificationError(f"the equivalence suite failed ({label}, pytest exit {returncode}) without a failing test:\n{tail(output, 6)}")
+    by_patch: dict[str, list[_Problem]] = {}
+    for problem in failing:
+        by_patch.setdefault(_patch_of(problem.module), []).append(problem)
+    listed = "; ".join(
+        f"patch {patch}: {len(items)} test(s), e.g. {items[0].module}::{items[0].test}: {items[0].message}"
+        for patch, items in by_patch.items()
+    )
+    raise VerificationError(
+        f"{len(failing)} equivalence test(s) fail with the fork ({label}): {listed}",
+        hint="the patch behaves differently from the unpatched release here (the tests compare with it): "
+        "leave the patch out of this release (--without-patch) or fix it",
+    )
+
+
+def run_equivalence(
+    wheel: Path, backend: str, *, project: Path, upstream_src: Path, work: Path, reports: Path,
+    pytest_args: Sequence[str] = (), torch_spec: str | None = None,
+) -> SuiteResult:
+    """The equivalence suite (tests/equivalence of `project`) against `wheel` on `backend`, its
+    oracle the unpatched tree `upstream_src` of the same release."""
+    tests = project / "tests" / "equivalence"
+    if not tests.is_dir():
+        raise UsageError(f"{tests} not found", hint="run it from the forkgen checkout")
+    release = release_of(wheel)
+    env = environment(work / f"equivalence-{backend}", [str(wheel), *requirements.backend(backend, torch_spec), *requirements.EQUIVALENCE],
+                      f"the equivalence suite on {backend}")
+    reports.mkdir(parents=True, exist_ok=True)
+    junit = reports / f"equivalence-{backend}.xml"
+    junit.unlink(missing_ok=True)
+    log(f"equivalence suite: {wheel.name} on {backend}, against the unpatched {release} in {upstream_src}")
+    # pytest-xdist workers (FORKGEN_PYTEST_WORKERS) unless the caller chose: the suite is ~1,900 tests.
+    chosen = any(a.startswith(("-n", "--numprocesses", "-pno:xdist")) or a == "no:xdist" for a in pytest_args)
+    workers = [] if chosen else ["-n", requirements.pytest_workers()]
+    result = run(
+        [env.python, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider", *workers, "--continue-on-collection-errors",
+         "--hypothesis-show-statistics", "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning",
+         f"--junitxml={junit}", *pytest_args],
+        cwd=project,
+        env={
+            "KERAS_BACKEND": backend,
+            "FORKGEN_WHEEL": str(wheel),  # the suite fails closed unless this very wheel is installed
+            "FORKGEN_UPSTREAM_SRC": str(upstream_src),
+            "FORKGEN_HYPOTHESIS_PROFILE": os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"),
+        },
+    )
+    return judge_equivalence(junit, result.returncode, f"{release} on {backend}")
+
+
+def run_upstream(
+    wheel: Path, backend: str, *, project: Path, work: Path, reports: Path, tests: bool | None = None,
+    pytest_args: Sequence[str] = (), torch_spec: str | None = None,
+) -> list[SuiteResult]:
+    """Keras's own tests (where the release ships them, or as `tests` says) and whole-model
+    parity, upstream wheel then the fork, in one environment; judged test by test (a suspect
+    regression is rerun alone with the fork UPSTREAM_RERUNS times) and array by array."""
+    release = release_of(wheel)
+    upstream_dir = project / "tests" / "upstream"
+    parity_script = project / "tests" / "parity" / "models.py"
+    env = environment(work / f"upstream-{backend}", [*requirements.backend(backend, torch_spec), release.requirement],
+                      f"{release} and the fork on {backend}")
+    ships = env.has_module("keras.src.layers.layer_test")
+    run_tests = ships if tests is None else tests
+    if run_tests and not ships:
+        raise UsageError(f"{release} ships no tests of its own (the wheel has no keras/src/**/*_test.py)")
+    if run_tests:
+        env.install(*requirements.UPSTREAM_TESTS, release.requirement, what="Keras's test requirements")
+    else:
+        log(f"{release} ships no tests of its own: parity only")
+    reports.mkdir(parents=True, exist_ok=True)
+    targets = requirements.UPSTREAM_TARGETS[backend]
+    scratch = work / f"upstream-{backend}-cwd"  # nothing of the checkout on sys.path but the plugin
+    scratch.mkdir(parents=True, exist_ok=True)
+    base = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
+    expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": release.version}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
+
+    def pytest(workers: str, junit: Path, extra: dict[str, str]) -> None:
+        junit.unlink(missing_ok=True)
+        run([env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
+             "-n", workers, "-q", "--pyargs", *targets, *pytest_args, f"--junitxml={junit}"],
+            cwd=scratch, env={**base, **extra})
+
+    runs: dict[str, Path] = {}
+    for kind in ("upstream", "patched"):
+        if kind == "patched":
+            env.install(str(wheel), options=["--force-reinstall", "--no-deps"], what=wheel.name)
+        if run_tests:
+            runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
+            log(f"Keras's own tests with {'the upstream wheel' if kind == 'upstream' else 'the fork'}: {' '.join(targets)}")
+            pytest(requirements.pytest_workers(), runs[kind], expect[kind])
+        # The whole series on (the fork) and off (upstream): the same models, bit for bit.
+        out = reports / f"parity-{backend}-{kind}.npz"
+        if run([env.python, str(parity_script), "--out", str(out)], cwd=scratch, env=base).returncode != 0:
+            raise VerificationError(f"the parity models did not run with the {kind} {release} on {backend}",
+                                    hint="see the traceback above")
+    compared = run([env.python, str(parity_script), "--compare", str(reports / f"parity-{backend}-upstream.npz"),
+                    str(reports / f"parity-{backend}-patched.npz")], cwd=scratch, capture=True)
+    print(compared.stdout, end="", file=sys.stderr)
+    if compared.returncode != 0:
+        raise VerificationError(
+            f"whole-model parity fails on {backend}: the fork of {release} computes other numbers than the unpatched "
+            f"release:\n{tail(compared.stdout, 8)}",
+            hint="some patch changes what a model computes: build with --without-patch to find which",
+        )
+    results = [SuiteResult("parity", tail(compared.stdout, 1).rpartition(": ")[2])]
+    if not run_tests:
+        return results
+    label = f"{backend}: {' '.join(targets)}"
+    first = compare(label, read_junit(runs["upstream"]), read_junit(runs["patched"]))
+    reruns: list[Path] = []
+    if first.regressions:
+        listing = reports / f"upstream-tests-{backend}-suspects.txt"
+        listing.write_text("".join(f"{key}\n" for key in suspects(first)), encoding="utf-8")
+        for attempt in range(1, requirements.UPSTREAM_RERUNS + 1):
+            log(f"rerun {attempt} of {requirements.UPSTREAM_RERUNS} of {len(first.regressions)} suspect(s) with the fork")
+            rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"
+            pytest("1", rerun, {**expect["patched"], "FORKGEN_RERUN_TESTS": str(listing)})
+            if rerun.exists():  # a rerun that wrote nothing confirms nothing
+                reruns.append(rerun)
+    judged = compare_files(label, runs["upstream"], runs["patched"], reports / f"upstream-tests-{backend}.json", reruns=reruns)
+    return [*results, SuiteResult("upstream tests", f"{judged.patched.get('passed', 0)} passed with the fork, "
+                                  f"regressions none, flaky {len(judged.flaky)}")]
+
+
+def verify_release(
+    wheel: Path, *, project: Path, upstream_src: Path, work: Path, reports: Path, backends: Sequence[str] = ("torch",),
+    suites: Sequence[str] = ("equivalence", "upstream"), tests: bool | None = None, pytest_args: Sequence[str] = (),
+    torch_spec: str | None = None,
+) -> list[SuiteResult]:
+    """Every suite of `suites` on every backend of `backends`: the equivalence suite, then
+    Keras's own tests where the release ships them and whole-model parity (`upstream`)."""
+    results: list[SuiteResult] = []
+    for backend in backends:
+        if backend not in requirements.BACKENDS:
+            raise UsageError(f"unknown backend {backend!r}", hint=f"choose one of {', '.join(requirements.BACKENDS)}")
+        if "equivalence" in suites:
+            results.append(run_equivalence(wheel, backend, project=project, upstream_src=upstream_src, work=work,
+                                           reports=reports, pytest_args=pytest_args, torch_spec=torch_spec))
+        if "upstream" in suites:
+            results += run_upstream(wheel, backend, project=project, work=work, reports=reports, tests=tests,
+                                    pytest_args=pytest_args, torch_spec=torch_spec)
+    return results

@@ -442,7 +442,7 @@ def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload,no-any-return]
 
 
-def build_mutant(index: int, template_path: str, old: str, new: str, work: Path) -> Path:
+def build_mutant(index: int, template_path: str, old: str, new: str, work: Path, release: list[str]) -> Path:
     copy = work / f"project-{index}"
     for name in ("forkgen", "codemods", "patched_keras/overlay"):
         shutil.copytree(ROOT / name, copy / name)
@@ -452,7 +452,7 @@ def build_mutant(index: int, template_path: str, old: str, new: str, work: Path)
     assert text.count(old) == 1, f"mutant does not apply: {old!r}"
     template.write_text(text.replace(old, new))
     result = run(
-        [sys.executable, "-m", "forkgen", "build", "--out-dir", str(work / f"dist-{index}"), "--local-label", f"mutant.{index}"],
+        [sys.executable, "-m", "forkgen", "build", *release, "--out-dir", str(work / f"dist-{index}"), "--local-label", f"mutant.{index}"],
         cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)},
     )
     if result.returncode != 0:
@@ -461,18 +461,31 @@ def build_mutant(index: int, template_path: str, old: str, new: str, work: Path)
 
 
 def main(argv: list[str]) -> int:
-    """`python tests/mutants.py [SUBSTRING ...]`: every mutant, or those whose name holds one
-    of the substrings (numbered as in the full list)."""
+    """`python tests/mutants.py [--distribution D] [--version V] [SUBSTRING ...]`: every mutant,
+    or those whose name holds one of the substrings (numbered as in the full list), built on the
+    pinned release or on the one named (e.g. `--distribution keras-nightly`: its newest)."""
+    release: list[str] = []
+    while argv and argv[0] in ("--distribution", "--version"):
+        release += argv[:2]
+        argv = argv[2:]
     selected = [(index, mutant) for index, mutant in enumerate(MUTANTS, start=1)
                 if not argv or any(part in mutant[0] for part in argv)]
     if not selected:
         raise SystemExit(f"no mutant's name holds any of {argv}")
     survivors = []
+    env = {k: v for k, v in os.environ.items() if k != "FORKGEN_WHEEL"}
+    if "FORKGEN_UPSTREAM_SRC" not in env:  # the equivalence tests' oracle: the pinned release, unpatched
+        fetched = run([sys.executable, "-m", "forkgen", "fetch", *release], cwd=ROOT)
+        if fetched.returncode != 0:
+            raise SystemExit(f"forkgen fetch failed:\n{fetched.stderr[-2000:]}")
+        env["FORKGEN_UPSTREAM_SRC"] = fetched.stdout.strip().splitlines()[-1]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for index, (name, template_path, old, new) in selected:
-            wheel = build_mutant(index, template_path, old, new, work)
-            installed = run([sys.executable, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(wheel)])
+            wheel = build_mutant(index, template_path, old, new, work, release)
+            # keras and keras-nightly both own keras/: the one installed goes first.
+            run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "keras", "keras-nightly"])
+            installed = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
             if installed.returncode != 0:
                 raise SystemExit(installed.stderr)
             tests = run(
@@ -480,7 +493,7 @@ def main(argv: list[str]) -> int:
                  "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
                 # No FORKGEN_WHEEL: a mutant is built from other templates on purpose, which the
                 # fail-closed gate (tests/support/gate.py) would refuse before any test ran.
-                cwd=ROOT, env={k: v for k, v in os.environ.items() if k != "FORKGEN_WHEEL"},
+                cwd=ROOT, env=env,
             )
             failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
             caught = tests.returncode != 0 and failed

@@ -28,6 +28,14 @@ settings.load_profile(os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "equivalence"
 
 def pytest_configure(config: pytest.Config) -> None:
     gate.enforce("equivalence")
+    if gate.fork_installed():
+        # The oracle of every patch is the unpatched release under test (tests/equivalence/upstream.py).
+        from tests.equivalence import upstream
+
+        try:
+            upstream.source_root()
+        except upstream.NoUpstreamSource as error:
+            pytest.exit(f"equivalence: refusing to test: {error}", returncode=gate.GATE_EXIT)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -46,26 +46,6 @@ def patch_applied(name: str) -> bool:
     return any(p["name"] == name and p["outcome"] == "applied" for p in patches)
 
 
-def reference_standardize_dtype(dtype: Any) -> Any:
-    """Keras 3.15.1's `standardize_dtype`, restated (its constants are upstream's), for the
-    patches that rewrite it or answer from a memo in front of it."""
-    from keras.src.backend import config
-    from keras.src.backend.common import dtypes
-
-    if dtype is None:
-        return config.floatx()
-    dtype = dtypes.PYTHON_DTYPES_MAP.get(dtype, dtype)
-    if hasattr(dtype, "name"):
-        dtype = dtype.name
-    elif hasattr(dtype, "__name__"):
-        dtype = dtype.__name__
-    elif hasattr(dtype, "__str__") and ("torch" in str(dtype) or "jax.numpy" in str(dtype)):
-        dtype = str(dtype).split(".")[-1]
-    if dtype not in dtypes.ALLOWED_DTYPES:
-        raise ValueError(f"Invalid dtype: {dtype}")
-    return dtype
-
-
 def get_mask(x: Any) -> Any:
     """The Keras mask attached to `x` (`backend.get_keras_mask` from 3.6, `_keras_mask` before)."""
     getter = getattr(keras.src.backend, "get_keras_mask", None)

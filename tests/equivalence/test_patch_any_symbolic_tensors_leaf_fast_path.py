@@ -1,19 +1,26 @@
 """Patch any-symbolic-tensors-leaf-fast-path on the installed fork: `any_symbolic_tensors`
-answers as 3.15.1's.
+answers as upstream's.
 
-Compared, on every backend, against a copy of 3.15.1's loop written below, over
-hypothesis-generated args/kwargs mixing backend tensors, numpy arrays, Variables, `None`,
+Compared, on every backend, against the release under test's own, unpatched
+`any_symbolic_tensors` (compiled from its sources into the installed `keras_tensor` module,
+`tests/equivalence/upstream.py`: the fork with this patch off), over hypothesis-generated args/kwargs mixing backend tensors, numpy arrays, Variables, `None`,
 Python scalars (and subclasses of them), strings, KerasTensors, and lists, tuples, dicts and
 namedtuples nesting them; each call made twice (the second with the classes learnt). Also:
 exceptions from `tree.is_nested` surface in the same order, and a `torch.compile`d step
-compiles as many frames as with the fast path off.
+compiles as many frames as with upstream's function in place of the fork's everywhere.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 import keras
 import numpy as np
@@ -21,26 +28,55 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("any-symbolic-tensors-leaf-fast-path")
+NAME = "any-symbolic-tensors-leaf-fast-path"
+APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply any-symbolic-tensors-leaf-fast-path")
 
 from keras.src import backend, tree  # noqa: E402
-from keras.src.backend.common import keras_tensor  # noqa: E402
+
+if APPLIED:
+    #: The module the patch rewrote (keras/src/backend/common/keras_tensor.py).
+    keras_tensor = upstream.patched_module(NAME, "keras_tensor.py")
+
+
+@functools.cache
+def _upstream_any_symbolic_tensors() -> Callable[..., bool]:
+    return upstream.original(keras_tensor.any_symbolic_tensors)
 
 
 def reference_any_symbolic_tensors(args: Any = None, kwargs: Any = None) -> bool:
-    """Keras 3.15.1's `any_symbolic_tensors`, restated."""
-    groups = (args or (), kwargs.values() if kwargs else ())
-    for group in groups:
-        for value in group:
-            if isinstance(value, keras.KerasTensor):
-                return True
-            if tree.is_nested(value):
-                if any(isinstance(leaf, keras.KerasTensor) for leaf in tree.flatten(value)):
-                    return True
-    return False
+    """Upstream's `any_symbolic_tensors` of the release under test (run in the installed
+    module: the same `tree` and `KerasTensor`)."""
+    return _upstream_any_symbolic_tensors()(args, kwargs)
+
+
+@contextlib.contextmanager
+def any_symbolic_tensors_off() -> Iterator[None]:
+    """The fork with this patch off: upstream's `any_symbolic_tensors` in place of the patched
+    one in `keras_tensor` and in every loaded Keras module that imported it by name (ops,
+    `keras.src.backend`, `Operation.__call__`'s module, ...)."""
+    installed = keras_tensor.any_symbolic_tensors
+    with contextlib.ExitStack() as stack:
+        for module in [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "keras" and m is not None]:
+            if getattr(module, "__dict__", {}).get("any_symbolic_tensors") is installed:
+                stack.enter_context(mock.patch.object(module, "any_symbolic_tensors", _upstream_any_symbolic_tensors()))
+        assert keras_tensor.any_symbolic_tensors is _upstream_any_symbolic_tensors()
+        yield
+
+
+def test_the_oracle_is_upstreams_function_everywhere() -> None:
+    # The oracle differs from the fork in exactly the function this patch rewrote, and
+    # `any_symbolic_tensors_off` reaches the names Keras calls it by.
+    installed = keras_tensor.any_symbolic_tensors
+    assert f"# forkgen: {NAME}" in inspect.getsource(installed)
+    assert "_forkgen_any_symbolic_leaf_types" in installed.__code__.co_names
+    assert "_forkgen_any_symbolic_leaf_types" not in _upstream_any_symbolic_tensors().__code__.co_names
+    with any_symbolic_tensors_off():
+        assert backend.any_symbolic_tensors is _upstream_any_symbolic_tensors()
+    assert backend.any_symbolic_tensors is installed
 
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
@@ -151,6 +187,13 @@ class Boom:
     pass
 
 
+def _outcome(function: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return ("returned", function(*args))
+    except Exception as error:  # noqa: BLE001 - the comparison is of any error
+        return ("raised", type(error), str(error))
+
+
 def test_exceptions_from_is_nested_come_in_upstreams_order(monkeypatch: pytest.MonkeyPatch) -> None:
     real = tree.is_nested
 
@@ -162,12 +205,27 @@ def test_exceptions_from_is_nested_come_in_upstreams_order(monkeypatch: pytest.M
     monkeypatch.setattr(keras_tensor.tree, "is_nested", raising)
     t = keras.ops.ones((2,))
     kt = keras.KerasTensor((2,))
-    assert keras_tensor.any_symbolic_tensors((kt, Boom())) is True
-    for args in [(Boom(), kt), (t, Boom()), (None, 1, Boom()), ([t], Boom())]:
-        for _ in range(2):
-            with pytest.raises(RuntimeError, match="boom"):
-                keras_tensor.any_symbolic_tensors(args)
+    outcomes = []
+    for args in [(kt, Boom()), (Boom(), kt), (t, Boom()), (None, 1, Boom()), ([t], Boom()), (t, 1, "s", None, kt)]:
+        for kwargs in (None, {"k": Boom()}, {"k": kt}):
+            expected = _outcome(reference_any_symbolic_tensors, args, kwargs)
+            outcomes.append(expected[0])
+            for _ in range(2):
+                assert _outcome(keras_tensor.any_symbolic_tensors, args, kwargs) == expected, (args, kwargs)
+    # Both answers and errors are compared.
+    assert "returned" in outcomes and "raised" in outcomes
     assert Boom not in keras_tensor._forkgen_any_symbolic_leaf_types
+
+
+def _paths_taken() -> list[Any]:
+    x = keras.ops.ones((2,))
+    kt = keras.KerasTensor((2,))
+    found = []
+    for _ in range(2):
+        for out in (keras.ops.add(x, 1), keras.ops.add(kt, x), keras.ops.add(x, kt), keras.ops.concatenate([x, kt]),
+                    keras.ops.concatenate([x, x]), keras.ops.stack((x, {"a": kt}["a"])), keras.ops.where(x > 0, x, 0)):
+            found.append((type(out), tuple(out.shape), keras.backend.standardize_dtype(out.dtype)))
+    return found
 
 
 def test_ops_choose_the_same_path() -> None:
@@ -175,12 +233,16 @@ def test_ops_choose_the_same_path() -> None:
     assert keras.ops.convert_to_numpy(keras.ops.add(x, 1)).tolist() == [2.0, 2.0]
     symbolic = keras.ops.add(keras.KerasTensor((2,)), x)
     assert isinstance(symbolic, keras.KerasTensor)
+    with any_symbolic_tensors_off():
+        expected = _paths_taken()
+    assert _paths_taken() == expected
+    assert keras.KerasTensor in {kind for kind, _, _ in expected} and type(x) in {kind for kind, _, _ in expected}
 
 
 def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: str) -> int:
-    """Frames Dynamo compiles for two calls of a small train-like step, with the fast path
-    off (3.15.1's path), with an empty table (nothing is learnt while tracing) or with the
-    classes learnt eagerly before."""
+    """Frames Dynamo compiles for two calls of a small train-like step, with the patch off
+    (upstream's `any_symbolic_tensors` everywhere), with an empty table (nothing is learnt
+    while tracing) or with the classes learnt eagerly before."""
     import torch
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter
@@ -190,10 +252,6 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: str) -> int:
     elif fast == "learnt":
         keras_tensor.any_symbolic_tensors((torch.ones(1), torch.nn.Parameter(torch.ones(1))))
         assert keras_tensor._forkgen_any_symbolic_leaf_types[torch.Tensor] is True
-    else:
-        monkeypatch.setattr(keras_tensor, "_forkgen_any_symbolic_plain_types", ())
-        monkeypatch.setattr(keras_tensor, "_forkgen_any_symbolic_leaf_types", {})
-        monkeypatch.setattr(keras_tensor, "_forkgen_any_symbolic_learn", lambda x: None)
     torch._dynamo.reset()
     counter = CompileCounter()
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(2)])
@@ -205,8 +263,9 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: str) -> int:
 
     compiled = torch.compile(step, backend=counter)
     x = torch.ones(5, 4)
-    compiled(x)
-    compiled(x)
+    with any_symbolic_tensors_off() if fast == "off" else contextlib.nullcontext():
+        compiled(x)
+        compiled(x)
     torch._dynamo.reset()
     return int(counter.frame_count)
 
@@ -214,7 +273,7 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, fast: str) -> int:
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
 def test_torch_compile_traces_as_many_frames_as_upstream(monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patched:
-        upstream = _compiled_frames(patched, "off")
+        unpatched = _compiled_frames(patched, "off")
     for fast in ("empty", "learnt"):
         with monkeypatch.context() as patched:
-            assert _compiled_frames(patched, fast) == upstream, fast
+            assert _compiled_frames(patched, fast) == unpatched, fast

@@ -1,19 +1,25 @@
 """Patch functional-graph-fast-paths on the installed fork (every backend).
 
+The oracle is the release under test: upstream's own `SymbolicArguments.fill_in` and
+`Functional._standardize_inputs` (the two functions the patch changes), compiled from the
+unpatched sources into the installed modules (`tests/equivalence/upstream.py`) and run on the
+same objects.
 (a) `SymbolicArguments.fill_in`: for hypothesis-generated arguments (tuples, lists, dicts, nested,
 KerasTensors, a KerasTensor subclass, None, ints; keyword arguments empty or not; a `tensor_dict`
-that knows some of the tensors), the installed `fill_in` must return what Keras 3.15.1's
-`fill_in`/`convert`, restated below, return: the same values by identity, the same container
-types, fresh containers where 3.15.1's are fresh, the same error where it raises.
+that knows some of the tensors), the installed `fill_in` must return what upstream's returns: the
+same values by identity, the same container types, fresh containers where upstream's are fresh,
+the same error where it raises.
 (b) `Functional._standardize_inputs`: Functional models with one, list and dict inputs (and an
 optional input) called with tensors, numpy arrays, Python lists and scalars, dicts, None, values
 of a rank to expand or squeeze, and wrong structures: the installed method must return the same
-tensors and emit the same warnings (messages compared) or raise the same error as 3.15.1's
-logic, restated below on the same model.
+tensors and emit the same warnings (messages compared) or raise the same error as upstream's on
+the same model.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -24,15 +30,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("functional-graph-fast-paths")
+NAME = "functional-graph-fast-paths"
+APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply functional-graph-fast-paths")
 
-from keras.src import backend, ops, tree  # noqa: E402 - after the skip marker, as the others
+from keras.src import ops  # noqa: E402 - after the skip marker, as the others
 from keras.src.backend import KerasTensor  # noqa: E402
-from keras.src.models.functional import Functional  # noqa: E402
-from keras.src.ops.symbolic_arguments import SymbolicArguments  # noqa: E402
+
+if APPLIED:
+    #: The two modules the patch rewrote (keras/src/ops/symbolic_arguments.py and
+    #: keras/src/models/functional.py).
+    SymbolicArguments = upstream.patched_module(NAME, "symbolic_arguments.py").SymbolicArguments
+    Functional = upstream.patched_module(NAME, "functional.py").Functional
+
+
+@functools.cache
+def upstream_fill_in() -> Callable[..., Any]:
+    """Upstream's `SymbolicArguments.fill_in` of the release under test."""
+    return upstream.original(SymbolicArguments.fill_in)
+
+
+@functools.cache
+def upstream_standardize_inputs() -> Callable[..., Any]:
+    """Upstream's `Functional._standardize_inputs` of the release under test (it calls the
+    model's own helper methods, overrides included)."""
+    return upstream.original(Functional._standardize_inputs)
 
 
 class SubTensor(KerasTensor):
@@ -45,18 +70,9 @@ class Leafish(list):
 
 # -- (a) fill_in ------------------------------------------------------------------------------
 
-def reference_fill_in(sa: SymbolicArguments, tensor_dict: dict[int, Any]) -> tuple[Any, Any]:
-    """Keras 3.15.1's `fill_in` (keras/src/ops/symbolic_arguments.py:33-47) with its `convert`
-    (:28-31), restated on the installed object's attributes."""
-    if sa._single_positional_tensor is not None:
-        return (tensor_dict[id(sa._single_positional_tensor)],), {}
-
-    def switch_fn(x: Any) -> Any:
-        if isinstance(x, KerasTensor):
-            return tensor_dict.get(id(x), None)
-        return x
-
-    return tree.map_structure(switch_fn, sa.args), tree.map_structure(switch_fn, sa.kwargs)
+def reference_fill_in(sa: Any, tensor_dict: dict[int, Any]) -> tuple[Any, Any]:
+    """Upstream's `sa.fill_in(tensor_dict)`."""
+    return upstream_fill_in()(sa, tensor_dict)  # type: ignore[no-any-return]
 
 
 def outcome(call: Callable[[], Any]) -> tuple[str, Any]:
@@ -92,7 +108,7 @@ keywords = st.just({}) | st.dictionaries(st.sampled_from(["k", "mask", "training
 
 @settings(max_examples=300, deadline=None)
 @given(args=positional, kwargs=keywords, known=st.sets(st.integers(0, len(POOL) - 1)))
-def test_fill_in_matches_3_15_1(args: list[Any], kwargs: dict[str, Any], known: set[int]) -> None:
+def test_fill_in_matches_upstream(args: list[Any], kwargs: dict[str, Any], known: set[int]) -> None:
     tensor_dict = {id(POOL[i]): VALUES[i] for i in known}
     sa = SymbolicArguments(*args, **kwargs)
     got = outcome(lambda: sa.fill_in(tensor_dict))
@@ -107,6 +123,12 @@ def test_fill_in_matches_3_15_1(args: list[Any], kwargs: dict[str, Any], known: 
     assert (new_kwargs is sa.kwargs) == (ref_kwargs is sa.kwargs)
 
 
+def test_the_patch_is_in() -> None:
+    for method in (SymbolicArguments.fill_in, Functional._standardize_inputs):
+        assert f"# forkgen: {NAME}" in inspect.getsource(method)
+        assert f"# forkgen: {NAME}" not in upstream.upstream_source(inspect.getmodule(method))
+
+
 def test_fill_in_several_tensors_fresh_containers() -> None:
     """The case the fast path takes: plain tuple of exact KerasTensors, no kwargs."""
     a, b = POOL[0], POOL[1]
@@ -118,33 +140,9 @@ def test_fill_in_several_tensors_fresh_containers() -> None:
 
 # -- (b) _standardize_inputs ------------------------------------------------------------------
 
-def reference_standardize(model: Functional, inputs: Any) -> Any:
-    """Keras 3.15.1's `Functional._standardize_inputs` (keras/src/models/functional.py:335-377),
-    restated: it calls the model's own (unpatched) helper methods."""
-    raise_exception = False
-    struct = model._inputs_struct
-    if isinstance(struct, list) and len(struct) == 1 and ops.is_tensor(inputs):
-        inputs = [inputs]
-    elif isinstance(inputs, dict) and not isinstance(struct, dict):
-        if hasattr(struct, "__len__") and all(isinstance(i, backend.KerasTensor) for i in struct):
-            expected_keys = set(i.name for i in struct)
-            if expected_keys.issubset(set(inputs.keys())):
-                inputs = [inputs[i.name] for i in struct]
-            else:
-                raise_exception = True
-        elif isinstance(struct, backend.KerasTensor):
-            if struct.name in inputs:
-                inputs = [inputs[struct.name]]
-            else:
-                raise_exception = True
-        else:
-            raise_exception = True
-    if isinstance(struct, dict) and not isinstance(inputs, dict) and list(struct.keys()) != sorted(struct.keys()):
-        raise_exception = True
-    model._maybe_warn_inputs_struct_mismatch(inputs, raise_exception=raise_exception)
-    flat_inputs = tree.flatten(inputs)
-    flat_inputs = model._convert_inputs_to_tensors(flat_inputs)
-    return model._adjust_input_rank(flat_inputs)
+def reference_standardize(model: Any, inputs: Any) -> Any:
+    """Upstream's `model._standardize_inputs(inputs)`."""
+    return upstream_standardize_inputs()(model, inputs)
 
 
 def observe(call: Callable[[], Any]) -> tuple[Any, list[str]]:
@@ -195,7 +193,7 @@ VALUES_B = values()
 
 @settings(max_examples=200, deadline=None)
 @given(name=st.sampled_from(sorted(MODELS)), index=st.integers(0, len(VALUES_B) - 1))
-def test_standardize_inputs_matches_3_15_1(name: str, index: int) -> None:
+def test_standardize_inputs_matches_upstream(name: str, index: int) -> None:
     model, inputs = MODELS[name], VALUES_B[index]
     got = observe(lambda: model._standardize_inputs(inputs))
     want = observe(lambda: reference_standardize(model, inputs))
@@ -208,12 +206,12 @@ def test_warning_and_model_call_identical(inputs: Any) -> None:
     got, want = observe(lambda: model._standardize_inputs(inputs)), observe(lambda: reference_standardize(model, inputs))
     assert got == want
     if isinstance(inputs, Leafish):
-        assert want[1] or want[0][0] == "raise", "3.15.1 warns (or fails) on a list subclass"
+        assert want[1] or want[0][0] == "raise", "upstream warns (or fails) on a list subclass"
 
 
 def test_overridden_helpers_still_run() -> None:
     """Overrides of the two helper methods run on the fast path; an override of the warning
-    method keeps upstream's path (and is called once, as in 3.15.1)."""
+    method keeps upstream's path (and is called once, as upstream calls it)."""
     calls: list[str] = []
 
     class Converting(Functional):

@@ -1,10 +1,12 @@
 """Patch global-state-lookup-fast-path on the installed fork (every backend).
 
-Keras 3.15.1's `get_global_attribute(name, default=None, set_to_default=False)` starts with
+Upstream's `get_global_attribute(name, default=None, set_to_default=False)` starts with
 `attr = getattr(GLOBAL_STATE_TRACKER, name, None)`; the patch reads a plain `str` name of an
 exact `threading.local` tracker from the calling thread's dict instead. The installed function
-must return what 3.15.1's logic, restated below and run on the same tracker, returns, and leave
-the tracker as it leaves it: for plain names, the names Keras reads, every name of
+must return what the release under test's own, unpatched `get_global_attribute` (compiled from
+its sources into the installed module, `tests/equivalence/upstream.py`, so that it reads the
+same tracker and stores through the same `set_global_attribute`) returns, and leave the tracker
+as it leaves it: for plain names, the names Keras reads, every name of
 `dir(threading.local)` and `__dict__`, `str` subclasses and non-`str` names (the same error);
 set, unset, `None` and falsy values; every `default`/`set_to_default`; after `clear_session()`,
 from a fresh thread, and with the tracker replaced by something that is not a `threading.local`.
@@ -13,6 +15,8 @@ from a fresh thread, and with the tracker replaced by something that is not a `t
 from __future__ import annotations
 
 import functools
+import inspect
+import re
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -23,34 +27,56 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("global-state-lookup-fast-path")
+NAME = "global-state-lookup-fast-path"
+APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply global-state-lookup-fast-path")
 
-from keras.src.backend.common import global_state  # noqa: E402 - after the skip marker, as the others
+if APPLIED:
+    #: The module the patch rewrote (keras/src/backend/common/global_state.py).
+    global_state = upstream.patched_module(NAME, "global_state.py")
 
-#: The names Keras 3.15.1 reads through `get_global_attribute` (outside its tests).
-KERAS_NAMES = [
+
+def _names_read_by_keras() -> list[str]:
+    """The names the release under test reads through `get_global_attribute` (outside its
+    tests), found in its unpatched sources."""
+    try:
+        root = upstream.source_root() / "keras" / "src"
+    except upstream.NoUpstreamSource:
+        return []
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        if not path.name.endswith("_test.py"):
+            found.update(re.findall(r"get_global_attribute\(\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']",
+                                    path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+#: The names Keras reads through `get_global_attribute`: those Keras 3.15.1 reads, and whatever
+#: else the release under test reads.
+KERAS_NAMES = list(dict.fromkeys([
     "remat_scope_stack", "name_scope_stack", "use_legacy_config", "torch_device", "symbolic_scope",
     "stateless_scope", "custom_objects_scope_dict", "current_call_ctx", "uninitialized_variables",
     "tracking_on", "traceback_filtering", "safe_mode_saving", "interactive_logging", "in_tf_graph_scope",
     "flash_attention", "dtype_policy", "distribution", "autocast_scope",
-]
-#: The names a `threading.local` answers itself (3.15.1's getattr must keep answering them).
+    *(_names_read_by_keras() if APPLIED else []),
+]))
+#: The names a `threading.local` answers itself (upstream's getattr must keep answering them).
 LOCAL_NAMES = [*sorted(dir(threading.local)), "__dict__"]
 
 
+@functools.cache
+def _upstream_get_global_attribute() -> Callable[..., Any]:
+    return upstream.original(global_state.get_global_attribute)
+
+
 def reference(name: Any, default: Any = None, set_to_default: bool = False) -> Any:
-    """Keras 3.15.1's `get_global_attribute` (keras/src/backend/common/global_state.py:15-21),
-    restated: the tracker's attribute or None; a default not None replaces None and, with
-    set_to_default, is stored."""
-    attr = getattr(global_state.GLOBAL_STATE_TRACKER, name, None)
-    if attr is None and default is not None:
-        attr = default
-        if set_to_default:
-            global_state.set_global_attribute(name, attr)
-    return attr
+    """Upstream's `get_global_attribute` of the release under test: run in the installed
+    module, it reads the tracker the test put there and stores through its
+    `set_global_attribute`."""
+    return _upstream_get_global_attribute()(name, default, set_to_default)
 
 
 class Name(str):
@@ -165,6 +191,10 @@ def compare(kind: str, values: dict[str, Any], name: Any, default: Any, set_to_d
 
 def test_the_installed_function_carries_the_fast_path() -> None:
     assert {"_forkgen_local_type", "__dict__"} <= set(global_state.get_global_attribute.__code__.co_names)
+    # The oracle differs from the fork in exactly the function this patch rewrote.
+    assert f"# forkgen: {NAME}" in inspect.getsource(global_state.get_global_attribute)
+    assert "_forkgen_local_type" not in _upstream_get_global_attribute().__code__.co_names
+    assert len(KERAS_NAMES) >= 18
     assert global_state._forkgen_local_type is threading.local
     assert global_state._forkgen_local_names == frozenset(LOCAL_NAMES)
     # Keras's readers call this very function.
@@ -185,7 +215,7 @@ FIXED_NAMES: list[Any] = [
 
 @pytest.mark.usefixtures("keep_tracker")
 @pytest.mark.parametrize("kind", list(TRACKERS))
-def test_fixed_names_values_and_defaults_answer_like_3_15_1(kind: str) -> None:
+def test_fixed_names_values_and_defaults_answer_like_upstream(kind: str) -> None:
     values = dict(zip(KERAS_NAMES, VALUES, strict=False))
     values.update({"__doc__": "shadowed", "__init__": 3, "__module__": None})
     results = [
@@ -285,7 +315,7 @@ _VALUES = st.one_of(
     default=_VALUES,
     set_to_default=st.booleans(),
 )
-def test_generated_lookups_answer_like_3_15_1(
+def test_generated_lookups_answer_like_upstream(
     kind: str, values: dict[str, Any], name: Any, default: Any, set_to_default: bool
 ) -> None:
     saved = global_state.GLOBAL_STATE_TRACKER  # not a fixture: hypothesis runs the body many times

@@ -1,12 +1,14 @@
 """Patch input-spec-single-fast-path on the installed fork: `assert_input_compatibility` passes
 and raises exactly as upstream's does.
 
-The reference is upstream's body in the same fork: with `_single_input_spec_passes` forced to
-answer False, the fast path never returns and the unchanged upstream checks run for every
-call (`upstream_path()`). Compared on a large generated set of InputSpecs (ndim, min_ndim,
-max_ndim, shape with None, axes, dtype, allow_last_axis_squeeze, name, optional) and inputs
-(backend tensors, KerasTensors, numpy arrays, None, non-tensors, one-element lists, dicts):
-the same pass or raise, the same exception type and message. On every backend.
+The oracle is upstream's own `assert_input_compatibility` of the release under test, compiled
+from the unpatched source into the installed module and put in its place for a block
+(`upstream_path()`, i.e. `upstream.upstream(input_spec_module, "assert_input_compatibility")`).
+Compared on a large generated set of InputSpecs (ndim, min_ndim, max_ndim, shape with None,
+axes, dtype, allow_last_axis_squeeze, name, optional) and inputs (backend tensors,
+KerasTensors, numpy arrays, None, non-tensors, one-element lists, dicts): the same pass or
+raise, the same exception type and message. On every backend. That the fast path is taken
+(no `tree.flatten`) is a property of the patch, counted against upstream's flattens.
 """
 
 from __future__ import annotations
@@ -23,25 +25,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras.src.layers import input_spec as input_spec_module
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-PROVENANCE = __import__("keras.src.forkgen_provenance", fromlist=["x"]).PROVENANCE
 APPLIED = patch_applied("input-spec-single-fast-path")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply input-spec-single-fast-path")
 
 InputSpec = keras.InputSpec
-check = input_spec_module.assert_input_compatibility
+
+
+def check(input_spec: Any, inputs: Any, layer_name: str) -> None:
+    """`assert_input_compatibility` as the module has it now (the fork's, or upstream's in a block)."""
+    input_spec_module.assert_input_compatibility(input_spec, inputs, layer_name)
 
 
 @contextlib.contextmanager
 def upstream_path() -> Iterator[None]:
-    """Upstream's checks for every call: the fast path never returns."""
-    original = input_spec_module._single_input_spec_passes
-    input_spec_module._single_input_spec_passes = lambda spec, x: False
-    try:
+    """Upstream's `assert_input_compatibility`, unpatched, for every call."""
+    with upstream.upstream(input_spec_module, "assert_input_compatibility"):
         yield
-    finally:
-        input_spec_module._single_input_spec_passes = original
 
 
 @contextlib.contextmanager
@@ -163,27 +165,45 @@ def test_every_shape_and_dtype(spec_kwargs: dict[str, Any], kind: str) -> None:
         assert both(spec, odd)[0] == both(spec, odd)[1]
 
 
+def flattens(input_spec: Any, inputs: Any, reference: bool = False) -> tuple[int, tuple[Any, ...]]:
+    """How many `tree.flatten` calls one check makes, and its result."""
+    with contextlib.ExitStack() as stack:
+        if reference:
+            stack.enter_context(upstream_path())
+        count = stack.enter_context(counting_flattens())
+        outcome = result(input_spec, inputs)
+    return count[0], outcome
+
+
 def test_the_fast_path_skips_the_flattens_and_errors_still_come_from_upstream() -> None:
     spec = InputSpec(min_ndim=2, axes={-1: 3})
-    with counting_flattens() as count:
-        check(spec, keras.ops.zeros((2, 3)), "dense")
-        check(spec, keras.KerasTensor((None, 3)), "dense")
-    assert count[0] == 0
-    with counting_flattens() as count, pytest.raises(ValueError, match="expected axis -1"):
-        check(spec, keras.ops.zeros((2, 4)), "dense")
-    assert count[0] == 2
-    with counting_flattens() as count:
-        check([spec], keras.ops.zeros((2, 3)), "dense")  # not a single InputSpec: upstream's way
-    assert count[0] == 2
+    cases = [
+        (spec, keras.ops.zeros((2, 3)), True),  # passes: the fast path
+        (spec, keras.KerasTensor((None, 3)), True),
+        (spec, keras.ops.zeros((2, 4)), False),  # raises: upstream's checks
+        ([spec], keras.ops.zeros((2, 3)), False),  # not a single InputSpec: upstream's way
+    ]
+    for input_spec, x, fast in cases:
+        count, outcome = flattens(input_spec, x)
+        upstream_count, upstream_outcome = flattens(input_spec, x, reference=True)
+        assert outcome == upstream_outcome
+        assert upstream_count > 0
+        assert count == (0 if fast else upstream_count), (input_spec, x)
+    assert flattens(spec, keras.ops.zeros((2, 4)))[1][0] == "ValueError"
+    assert "expected axis -1" in flattens(spec, keras.ops.zeros((2, 4)))[1][1]
 
 
-def test_3_15_1_semantics_kept() -> None:
-    # Squeeze: (None, 1) against (None, 5) passes in 3.15.1 (nightly raises).
-    check(InputSpec(shape=(None, 5), allow_last_axis_squeeze=True), keras.KerasTensor((None, 1)), "f")
-    # An out-of-range axis: IndexError as in 3.15.1 (nightly: ValueError).
+def test_squeeze_and_out_of_range_axes_as_upstream() -> None:
+    # Where releases differ (3.15.1 passes (None, 1) against (None, 5) under
+    # allow_last_axis_squeeze and raises IndexError for an out-of-range axis; nightly raises
+    # ValueError for both): whatever the release under test does, the fork does.
+    squeeze = InputSpec(shape=(None, 5), allow_last_axis_squeeze=True)
+    patched, expected = both(squeeze, keras.KerasTensor((None, 1)))
+    assert patched == expected
     spec = InputSpec(ndim=1)
     spec.axes = {4: 2}
-    assert both(spec, keras.ops.zeros((2,))) == (("IndexError", "tuple index out of range"),) * 2
+    patched, expected = both(spec, keras.ops.zeros((2,)))
+    assert patched == expected and expected[0] != "passed"
 
 
 def test_real_layers_raise_the_same() -> None:

@@ -1,19 +1,23 @@
 """Patch layer-call-flat-conversion on the installed fork: flat args and kwargs are converted
-without `tree.map_structure`, and the result is what 3.15.1's two calls give.
+without `tree.map_structure`, and the result is what upstream's two calls give.
 
-The reference is 3.15.1's step 1 restated here: `(tree.map_structure(f, args),
-tree.map_structure(f, kwargs))` with the installed backend's tree. Compared on
-hypothesis-generated flat and nested args/kwargs: the sequence of values `f` is called on
-(identity, order), the returned objects (identity of each element), the type and key order of
-the containers, that they are fresh, and the exception raised when `f` fails on some value.
-Then through `Layer.__call__` of a small layer called with keyword tensors and masks: the
-patched path against the same layer with the helper disabled (upstream's two lines).
+The oracle is upstream's own code of the release under test. For the helper: the body of the
+conversion gate of upstream's `Layer.__call__` (its two `tree.map_structure` lines), read from
+the unpatched source and compiled into the installed layer module as a function of
+`(maybe_convert, args, kwargs)` (`upstream_conversion()`). Compared on hypothesis-generated
+flat and nested args/kwargs: the sequence of values `f` is called on (identity, order), the
+returned objects (identity of each element), the type and key order of the containers, that
+they are fresh, and the exception raised when `f` fails on some value. Then through
+`Layer.__call__` of a small layer called with keyword tensors and masks: the fork's
+`__call__` against upstream's, installed in its place (`upstream.upstream(Layer, "__call__")`).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
@@ -23,16 +27,54 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras.src.layers import layer as layer_module
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import get_mask, patch_applied, set_mask, to_numpy
 
 APPLIED = patch_applied("layer-call-flat-conversion")
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply layer-call-flat-conversion")
 
 
+def _converts(statement: ast.stmt) -> bool:
+    """`name = tree.map_structure(maybe_convert, name)`, upstream's conversion of args or kwargs."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return False
+    call = statement.value
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "map_structure"
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Name)
+        and call.args[0].id == "maybe_convert"
+    )
+
+
+@functools.cache
+def upstream_conversion() -> Callable[[Any, tuple[Any, ...], dict[str, Any]], tuple[Any, Any]]:
+    """The body of upstream's conversion gate in `Layer.__call__` (the release under test,
+    unpatched), as `f(maybe_convert, args, kwargs) -> (args, kwargs)`, compiled into the
+    installed layer module's globals (its `tree` is the installed one)."""
+    module = ast.parse(upstream.upstream_source(layer_module))
+    layer = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "Layer")
+    call = next(n for n in layer.body if isinstance(n, ast.FunctionDef) and n.name == "__call__")
+    gates = [n for n in ast.walk(call) if isinstance(n, ast.If) and n.body and all(_converts(s) for s in n.body)]
+    assert len(gates) == 1, f"upstream's Layer.__call__ has {len(gates)} conversion gates"
+    targets = [s.targets[0] for s in gates[0].body]  # type: ignore[attr-defined]
+    assert [getattr(t, "id", None) for t in targets] == ["args", "kwargs"], ast.unparse(gates[0])
+    function = ast.parse("def _forkgen_upstream_conversion(maybe_convert, args, kwargs):\n    return args, kwargs\n")
+    definition = function.body[0]
+    assert isinstance(definition, ast.FunctionDef)
+    definition.body[:0] = gates[0].body
+    ast.fix_missing_locations(function)
+    namespace: dict[str, Any] = {}
+    exec(compile(function, "<upstream keras/src/layers/layer.py>", "exec"), layer_module.__dict__, namespace)  # noqa: S102
+    converted: Callable[[Any, tuple[Any, ...], dict[str, Any]], tuple[Any, Any]] = namespace[definition.name]
+    return converted
+
+
 def reference(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """3.15.1's step 1 body."""
-    tree = layer_module.tree
-    return tree.map_structure(f, args), tree.map_structure(f, kwargs)
+    """Upstream's step 1 body: its two `tree.map_structure` lines."""
+    return upstream_conversion()(f, args, kwargs)
 
 
 class Boom(Exception):
@@ -107,7 +149,7 @@ def compare(args: tuple[Any, ...], kwargs: dict[str, Any], fail_on: int | None) 
 
 @settings(max_examples=300, deadline=None)
 @given(case=cases(leaves), fail_on=st.one_of(st.none(), st.integers(1, 8)))
-def test_flat_calls_match_3_15_1(case: Any, fail_on: int | None) -> None:
+def test_flat_calls_match_upstream(case: Any, fail_on: int | None) -> None:
     args, kwargs = case
     assert layer_module._layer_call_convert_flat(lambda x: x, args, kwargs) is not None
     compare(args, kwargs, fail_on)
@@ -115,7 +157,7 @@ def test_flat_calls_match_3_15_1(case: Any, fail_on: int | None) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(case=cases(st.one_of(leaves, non_flat)), fail_on=st.one_of(st.none(), st.integers(1, 8)))
-def test_any_calls_match_3_15_1(case: Any, fail_on: int | None) -> None:
+def test_any_calls_match_upstream(case: Any, fail_on: int | None) -> None:
     compare(*case, fail_on)
 
 
@@ -125,11 +167,21 @@ def test_nested_values_take_upstream_path() -> None:
 
 
 def test_the_probe_matches_the_backend() -> None:
-    # Measured: torch 2.13's pytree visits dicts in insertion order, optree in sorted key
-    # order; both call the function on None.
-    sorted_keys, none_visited = layer_module._layer_call_flat_tree()
-    assert sorted_keys is (keras.backend.backend() != "torch")
-    assert none_visited is True
+    # What the helper found out about the installed tree (e.g. torch 2.13's pytree visits a
+    # dict in insertion order, optree in sorted key order; both call the function on None) is
+    # what upstream's own conversion lines do with a dict of leaves, seen here on other keys.
+    visited: list[Any] = []
+
+    def record(x: Any) -> Any:
+        visited.append(x)
+        return x
+
+    _, converted = reference(record, (), {"m": 1, "z": None, "a": 2})
+    assert list(converted) == ["m", "z", "a"]
+    # (sorted_keys, none_visited) by the order of the calls.
+    modes = {(2, 1, None): (True, True), (2, 1): (True, False), (1, None, 2): (False, True), (1, 2): (False, False)}
+    assert tuple(visited) in modes, visited
+    assert layer_module._layer_call_flat_tree() == modes[tuple(visited)]
 
 
 class Block(keras.layers.Layer):
@@ -147,12 +199,10 @@ class Block(keras.layers.Layer):
 
 @contextlib.contextmanager
 def upstream_path() -> Iterator[None]:
-    original = layer_module._layer_call_convert_flat
-    layer_module._layer_call_convert_flat = lambda maybe_convert, args, kwargs: None
-    try:
+    """Upstream's `Layer.__call__` in place of the patched one (the fork with its `__call__`
+    patches off)."""
+    with upstream.upstream(layer_module.Layer, "__call__"):
         yield
-    finally:
-        layer_module._layer_call_convert_flat = original
 
 
 def run(x: Any, kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -1,14 +1,12 @@
 """Patch layer-call-single-name-scope on the installed fork: names and paths stay as upstream's.
 
-Upstream 3.15.1 opens the layer's name scope around `self._maybe_build(call_spec)` on every
+Upstream opens the layer's name scope around `self._maybe_build(call_spec)` on every
 `Layer.__call__`. The patch skips that scope once the layer is built, except on TensorFlow.
-The reference below puts upstream's scope back: it wraps `Layer._maybe_build` in
-`with self._open_name_scope():`. For a built layer that is exactly upstream's sibling scope at
-the same stack position. For a building call the patched code has already opened the same
-scope, and Keras's `name_scope` dedupes a re-entry by the same caller and name (on TF and JAX
-too, before their own scopes are entered). Every scenario runs once with the reference and
-once without, after `clear_session()`, and what users can see must be the same: variable paths
-and names, `current_path()` inside every build and call, `_parent_path`, outputs, and, on
+The oracle is upstream's own `Layer.__call__` of the release under test, installed in place of
+the patched one for a block (`upstream.upstream(Layer, "__call__")`: the fork with its
+`__call__` patches off). Every scenario runs once with upstream's `__call__` and once with the
+fork's, after `clear_session()`, and what users can see must be the same: variable paths and
+names, `current_path()` inside every build and call, `_parent_path`, outputs, and, on
 TensorFlow, the op names of traced graphs.
 """
 
@@ -24,6 +22,7 @@ import pytest
 from keras.src.backend.common.name_scope import current_path
 from keras.src.layers import layer as layer_module
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied, to_numpy
 
 APPLIED = patch_applied("layer-call-single-name-scope")
@@ -34,18 +33,9 @@ Layer = layer_module.Layer
 
 @contextmanager
 def upstream_scopes() -> Iterator[None]:
-    """Layer.__call__ as in 3.15.1: the build step always inside the layer's name scope."""
-    original = Layer._maybe_build
-
-    def maybe_build(self: Any, call_spec: Any) -> Any:
-        with self._open_name_scope():
-            return original(self, call_spec)
-
-    Layer._maybe_build = maybe_build
-    try:
+    """Layer.__call__ as upstream's: the build step always inside the layer's name scope."""
+    with upstream.upstream(Layer, "__call__"):
         yield
-    finally:
-        Layer._maybe_build = original
 
 
 #: What the layers of a scenario saw, in order: (event, layer name, current_path()).
@@ -118,7 +108,8 @@ def facts(model: Any, outputs: list[Any]) -> tuple[object, ...]:
         [to_numpy(o).round(5).tolist() for o in outputs],
         [(v.path, v.name) for v in model.weights],
         [w.path for w in model.trainable_weights],
-        sorted((layer.name, str(layer._parent_path), str(getattr(layer, "_path", None))) for layer in layers),
+        sorted((layer.name, str(getattr(layer, "_parent_path", None)), str(getattr(layer, "_path", None)))
+               for layer in layers),
         list(SEEN),
     )
 

@@ -1,18 +1,21 @@
 """Patch layer-call-single-tensor-bookkeeping on the installed fork: `Layer._set_mask_metadata`
-sets the same masks, calls `compute_mask` the same way and returns or raises as 3.15.1's.
+sets the same masks, calls `compute_mask` the same way and returns or raises as upstream's.
 
-`reference_set_mask_metadata` below is 3.15.1's logic, written out here. Each example builds a
-scenario twice, from the same description (fresh tensors and masks each time): the outputs (one
-tensor, `None`, a number, or a list/tuple/dict of those, possibly empty), which of them carry a
-mask already, and what the layer's `compute_mask` returns (None, one mask, a list or dict of
-masks and Nones, or an error). The fork's method runs on one copy, the reference on the other;
-then the masks on every output leaf (by label), the `compute_mask` calls and the outcome must
-be equal. A real layer stack (Masking -> Dense, with and without a mask) is compared too.
+The oracle is upstream's own `Layer._set_mask_metadata` of the release under test
+(`upstream.original`, compiled from the unpatched source into the installed module). Each
+example builds a scenario twice, from the same description (fresh tensors and masks each time):
+the outputs (one tensor, `None`, a number, or a list/tuple/dict of those, possibly empty), which
+of them carry a mask already, and what the layer's `compute_mask` returns (None, one mask, a
+list or dict of masks and Nones, or an error). The fork's method runs on one copy, upstream's on
+the other; then the masks on every output leaf (by label), the `compute_mask` calls and the
+outcome must be equal. A real layer stack (Masking -> Dense, with and without a mask) is
+compared too, with upstream's method installed in place of the patched one.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -20,10 +23,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from keras.src import backend
 from keras.src.backend.common import global_state
 from keras.src.layers import layer as layer_module
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
 NAME = "layer-call-single-tensor-bookkeeping"
@@ -31,19 +34,33 @@ APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason=f"this fork does not apply {NAME}")
 
 Layer = layer_module.Layer
+tree = layer_module.tree  # the tree the layer module flattens with (dm-tree itself in 3.0)
 
 
-def reference_set_mask_metadata(layer: Any, inputs: Any, outputs: Any, previous_mask: Any) -> None:
-    """Keras 3.15.1's `Layer._set_mask_metadata`."""
-    flat_outputs = keras.tree.flatten(outputs)
-    if all(backend.get_keras_mask(x) is not None for x in flat_outputs):
-        return
-    output_masks = layer.compute_mask(inputs, previous_mask)
-    if output_masks is None:
-        return
-    for tensor, mask in zip(flat_outputs, keras.tree.flatten(output_masks), strict=False):
-        if backend.get_keras_mask(tensor) is None and mask is not None:
-            backend.set_keras_mask(tensor, mask)
+def _mask_functions() -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
+    """How the layer module reads and sets a Keras mask: a bare `get_keras_mask` (nightly),
+    `backend.get_keras_mask` (3.6-3.15) or the `_keras_mask` attribute (3.0-3.5)."""
+    for owner in (layer_module, layer_module.backend):
+        getter = getattr(owner, "get_keras_mask", None)
+        setter = getattr(owner, "set_keras_mask", None)
+        if getter is not None and setter is not None:
+            return getter, setter
+
+    def get_attribute(x: Any) -> Any:
+        return getattr(x, "_keras_mask", None)
+
+    def set_attribute(x: Any, mask: Any) -> None:
+        x._keras_mask = mask
+
+    return get_attribute, set_attribute
+
+
+get_keras_mask, set_keras_mask = _mask_functions()
+
+
+def upstream_set_mask_metadata() -> Callable[..., Any]:
+    """Upstream's `Layer._set_mask_metadata`, unpatched (called as `f(layer, inputs, outputs, mask)`)."""
+    return upstream.original(Layer._set_mask_metadata)
 
 
 class Recorder(Layer):
@@ -113,7 +130,7 @@ def build(description: Any, labels: Labels) -> Any:
         if kind == "tensor":
             x = labels.new("out")
             if description[1]:
-                backend.set_keras_mask(x, labels.new("premask"))
+                set_keras_mask(x, labels.new("premask"))
             return x
         if kind == "mask":
             return labels.new("mask")
@@ -139,7 +156,7 @@ def run(method: Any, outputs_description: Any, answer_description: Any, previous
         result: Any = ("returned", method(layer, inputs, outputs, previous_mask))
     except Exception as error:  # noqa: BLE001 - the outcome is compared
         result = ("raised", type(error), str(error))
-    masks = [labels.of(backend.get_keras_mask(x)) for x in keras.tree.flatten(outputs)]
+    masks = [labels.of(get_keras_mask(x)) for x in tree.flatten(outputs)]
     calls = [(labels.of(i), labels.of(p)) for i, p in layer.calls]
     return result, masks, calls
 
@@ -151,9 +168,9 @@ def test_the_fork_carries_the_fast_path() -> None:
 
 
 @given(outputs=STRUCTURE, answer=ANSWER, previous=st.booleans())
-def test_set_mask_metadata_equals_3_15_1(outputs: Any, answer: Any, previous: bool) -> None:
+def test_set_mask_metadata_equals_upstream(outputs: Any, answer: Any, previous: bool) -> None:
     fork = run(Layer._set_mask_metadata, outputs, answer, previous)
-    reference = run(reference_set_mask_metadata, outputs, answer, previous)
+    reference = run(upstream_set_mask_metadata(), outputs, answer, previous)
     assert fork == reference
 
 
@@ -163,15 +180,15 @@ def test_single_tensor_cases(has_mask: bool, answer: Any) -> None:
     """The single-tensor cases the fast path takes, spelled out."""
     answer_description = {None: ("none",), "mask": ("mask",), "list": [("mask",), ("mask",)]}[answer]
     fork = run(Layer._set_mask_metadata, ("tensor", has_mask), answer_description, True)
-    reference = run(reference_set_mask_metadata, ("tensor", has_mask), answer_description, True)
+    reference = run(upstream_set_mask_metadata(), ("tensor", has_mask), answer_description, True)
     assert fork == reference
     if not has_mask and answer is not None:
         assert fork[1] == [reference[1][0]] and fork[1][0] is not None and fork[1][0].startswith("mask")
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_layer_stack_masks_and_outputs(monkeypatch: pytest.MonkeyPatch, masked: bool) -> None:
-    """Masking -> Dense -> Dense on eager tensors: the same masks and values as 3.15.1's method."""
+def test_layer_stack_masks_and_outputs(masked: bool) -> None:
+    """Masking -> Dense -> Dense on eager tensors: the same masks and values as upstream's method."""
     data = np.array([[[0.0, 0.0], [1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]], dtype="float32")
 
     def forward() -> tuple[Any, Any]:
@@ -179,12 +196,12 @@ def test_layer_stack_masks_and_outputs(monkeypatch: pytest.MonkeyPatch, masked: 
         first = keras.layers.Masking(0.0) if masked else keras.layers.Identity()
         x = first(keras.ops.convert_to_tensor(data))
         y = keras.layers.Dense(3)(keras.layers.Dense(3)(x))
-        mask = backend.get_keras_mask(y)
+        mask = get_keras_mask(y)
         return keras.ops.convert_to_numpy(y), None if mask is None else keras.ops.convert_to_numpy(mask)
 
     fork_values, fork_mask = forward()
-    monkeypatch.setattr(Layer, "_set_mask_metadata", reference_set_mask_metadata)
-    ref_values, ref_mask = forward()
+    with upstream.upstream(Layer, "_set_mask_metadata"):
+        ref_values, ref_mask = forward()
     np.testing.assert_array_equal(fork_values, ref_values)
     assert (fork_mask is None) == (ref_mask is None) == (not masked)
     if masked:

@@ -1,19 +1,26 @@
-"""Patch memoised-result-type on the installed fork: `result_type` answers as 3.15.1's.
+"""Patch memoised-result-type on the installed fork: `result_type` answers as upstream's.
 
 The patch answers repeated calls from a memo keyed on floatx and the class and value of each
 argument (only for arguments whose dtype is a function of those). Compared here, on every
-backend, against a copy of 3.15.1's `result_type` written below (it reuses upstream's pure,
-`lru_cache`d lattice helpers, which the patch leaves alone), over combinations of dtype
-strings, `None`, Python scalar types, numpy and backend dtype objects, objects whose `name`
-changes, unhashable and invalid inputs, each call made twice (the second from the memo), with
-floatx changed between rounds and restored at the end.
+backend, against the release under test's own, unpatched `result_type` (compiled from its
+sources into the installed `dtypes` module, `tests/equivalence/upstream.py`: it calls the
+module's own `_lattice_result_type` and `standardize_dtype`, which this patch leaves alone),
+over combinations of dtype strings, `None`, Python scalar types, numpy and backend dtype
+objects, objects whose `name` changes, unhashable and invalid inputs, each call made twice (the
+second from the memo), with floatx changed between rounds and restored at the end; and ops and
+a `torch.compile`d step with upstream's `result_type` in place of the fork's everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import itertools
+import sys
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import keras
 import numpy as np
@@ -21,51 +28,41 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.equivalence.helpers import patch_applied, reference_standardize_dtype
+from tests.equivalence import upstream
+from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("memoised-result-type")
+NAME = "memoised-result-type"
+APPLIED = patch_applied(NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply memoised-result-type")
 
-from keras.src.backend import config  # noqa: E402
-from keras.src.backend.common import dtypes  # noqa: E402
+if APPLIED:
+    #: The module the patch rewrote (keras/src/backend/common/dtypes.py).
+    dtypes = upstream.patched_module(NAME, "common/dtypes.py")
 
 FLOATX = ("float32", "float16", "float64", "bfloat16", "float32")
 
 
-def reference_lattice_result_type(*args: Any) -> Any:
-    """Keras 3.15.1's `_lattice_result_type`."""
-    found = [(reference_standardize_dtype(a), a is int or a is float) for a in args]
-    dtypes_, weak_types = zip(*found, strict=True)
-    if len(dtypes_) == 1:
-        out_dtype, out_weak_type = dtypes_[0], weak_types[0]
-    elif len(set(dtypes_)) == 1 and not all(weak_types):
-        out_dtype, out_weak_type = dtypes_[0], False
-    elif all(weak_types):
-        out_dtype = dtypes._least_upper_bound(*{dtypes._respect_weak_type(d, False) for d in dtypes_})
-        out_weak_type = True
-    else:
-        out_dtype = dtypes._least_upper_bound(
-            *{dtypes._respect_weak_type(d, w) for d, w in zip(dtypes_, weak_types, strict=True)}
-        )
-        out_weak_type = any(out_dtype is t for t in dtypes.WEAK_TYPES)
-    out_weak_type = (out_dtype != "bool") and out_weak_type
-    precision = config.floatx()[-2:]
-    if out_weak_type:
-        out_dtype = dtypes._resolve_weak_type(out_dtype, precision=precision)
-    return dtypes.BIT64_TO_BIT32_DTYPE.get(out_dtype, out_dtype)
+@functools.cache
+def _upstream_result_type() -> Any:
+    return upstream.original(dtypes.result_type)
 
 
-def reference_result_type(*args: Any) -> Any:
-    """Keras 3.15.1's `result_type`."""
-    if len(args) == 0:
-        return config.floatx()
-    for dtype in args:
-        if dtype in dtypes.FLOAT8_TYPES:
-            raise ValueError(
-                "There is no implicit conversions from float8 dtypes to others."
-                f" You must cast it internally. Received: {args}"
-            )
-    return reference_lattice_result_type(*(config.floatx() if arg is None else arg for arg in args))
+def upstream_result_type(*args: Any) -> Any:
+    """Upstream's `result_type` of the release under test."""
+    return _upstream_result_type()(*args)
+
+
+@contextlib.contextmanager
+def result_type_off() -> Iterator[None]:
+    """The fork with this patch off: upstream's `result_type` in place of the patched one in
+    `dtypes` and in every loaded Keras module that imported it by name (`keras.backend`, ops)."""
+    installed = dtypes.result_type
+    with contextlib.ExitStack() as stack:
+        for module in [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "keras" and m is not None]:
+            if getattr(module, "__dict__", {}).get("result_type") is installed:
+                stack.enter_context(mock.patch.object(module, "result_type", _upstream_result_type()))
+        assert dtypes.result_type is _upstream_result_type()
+        yield
 
 
 class Named:
@@ -128,7 +125,7 @@ def outcome(*args: Any, function: Any) -> tuple[str, Any]:
 
 def compare(calls: list[tuple[Any, ...]]) -> None:
     for args in calls:
-        expected = outcome(*args, function=reference_result_type)
+        expected = outcome(*args, function=upstream_result_type)
         assert outcome(*args, function=keras.backend.result_type) == expected, args
         assert outcome(*args, function=keras.backend.result_type) == expected, args  # from the memo, if keyed
 
@@ -162,7 +159,8 @@ def test_same_results_for_singles_and_pairs_under_every_floatx() -> None:
 
 
 @pytest.mark.usefixtures("floatx")
-@given(st.lists(st.sampled_from(pool()), min_size=1, max_size=5), st.lists(st.sampled_from(FLOATX), min_size=1))
+@given(st.lists(st.deferred(lambda: st.sampled_from(pool())), min_size=1, max_size=5),
+       st.lists(st.sampled_from(FLOATX), min_size=1))
 def test_same_results_for_longer_argument_lists(args: list[Any], settings: list[str]) -> None:
     for setting in settings:
         keras.config.set_floatx(setting)
@@ -173,55 +171,98 @@ def test_same_results_for_longer_argument_lists(args: list[Any], settings: list[
 def test_no_stale_answer_after_set_floatx() -> None:
     for setting in FLOATX:
         keras.config.set_floatx(setting)
-        assert keras.backend.result_type("int8", float) == reference_result_type("int8", float)
-        assert keras.backend.result_type(None) == reference_result_type(None)
-        assert keras.backend.result_type(None, "int8") == reference_result_type(None, "int8")
+        assert keras.backend.result_type("int8", float) == upstream_result_type("int8", float)
+        assert keras.backend.result_type(None) == upstream_result_type(None)
+        assert keras.backend.result_type(None, "int8") == upstream_result_type(None, "int8")
 
 
 def test_objects_whose_dtype_changes_are_recomputed() -> None:
     named = Named("int8")
-    assert keras.backend.result_type(named, "int8") == "int8"
+    before = upstream_result_type(named, "int8")
+    assert keras.backend.result_type(named, "int8") == before
     named.name = "float16"
-    assert keras.backend.result_type(named, "int8") == "float16"
+    after = upstream_result_type(named, "int8")
+    assert after != before  # the object's dtype did change: a memoised answer would be stale
+    assert keras.backend.result_type(named, "int8") == after
     NamedClass.name = "bool"
     try:
-        assert keras.backend.result_type(NamedClass) == "bool"
+        before = upstream_result_type(NamedClass)
+        assert keras.backend.result_type(NamedClass) == before
         NamedClass.name = "float64"
-        assert keras.backend.result_type(NamedClass) == reference_result_type(NamedClass)
+        after = upstream_result_type(NamedClass)
+        assert after != before
+        assert keras.backend.result_type(NamedClass) == after
     finally:
         NamedClass.name = "int8"
 
 
 def test_errors_every_time_with_upstream_messages() -> None:
-    for _ in range(2):
-        with pytest.raises(ValueError, match="no implicit conversions from float8"):
-            keras.backend.result_type("float8_e4m3fn", "float32")
-        with pytest.raises(ValueError, match="Invalid dtype: nope"):
-            keras.backend.result_type("nope", "float32")
-        with pytest.raises(TypeError, match="unhashable") as caught:
-            keras.backend.result_type(["int8"])
-        assert caught.value.__context__ is None
+    for args in [("float8_e4m3fn", "float32"), ("nope", "float32"), (["int8"],)]:
+        expected = outcome(*args, function=upstream_result_type)
+        assert expected[0] == "raised", args
+        context = _context(upstream_result_type, args)
+        for _ in range(2):
+            assert outcome(*args, function=keras.backend.result_type) == expected, args
+            # No chained error (e.g. a TypeError from hashing, caught, then upstream's path).
+            assert _context(keras.backend.result_type, args) == context, args
 
 
-def test_ops_promote_as_upstream() -> None:
+def _context(function: Any, args: tuple[Any, ...]) -> Any:
+    """The type and text of the `__context__` of the error `function(*args)` raises."""
+    try:
+        function(*args)
+    except Exception as error:  # noqa: BLE001 - the comparison is of any error
+        context = error.__context__
+        return None if context is None else (type(context), str(context))
+    raise AssertionError(f"{args} raised nothing")
+
+
+def _op_dtypes() -> list[str]:
     x = keras.ops.ones((2,), dtype="int8")
     y = keras.ops.ones((2,), dtype="float16")
+    z = keras.ops.ones((2,), dtype="int32")
+    found = []
     for _ in range(2):
-        assert keras.backend.standardize_dtype(keras.ops.add(x, y).dtype) == reference_result_type("int8", "float16")
-        assert keras.backend.standardize_dtype(keras.ops.multiply(x, 2.5).dtype) == "float32"
+        for out in (keras.ops.add(x, y), keras.ops.multiply(x, 2.5), keras.ops.subtract(z, 1),
+                    keras.ops.divide(x, z), keras.ops.multiply(keras.ops.cast(x, "bool"), 1.5), keras.ops.mean(x)):
+            found.append(keras.backend.standardize_dtype(out.dtype))
+    return found
+
+
+@pytest.mark.usefixtures("floatx")
+def test_ops_promote_as_upstream() -> None:
+    for setting in FLOATX:
+        keras.config.set_floatx(setting)
+        with result_type_off():
+            expected = _op_dtypes()
+        assert _op_dtypes() == expected
+        assert keras.backend.standardize_dtype(keras.ops.add(keras.ops.ones((2,), dtype="int8"),
+                                                             keras.ops.ones((2,), dtype="float16")).dtype) \
+            == upstream_result_type("int8", "float16")
+
+
+def test_the_oracle_is_upstreams_function_everywhere() -> None:
+    # The oracle differs from the fork in exactly the function this patch rewrote, and
+    # `result_type_off` reaches the names Keras calls it by.
+    installed = dtypes.result_type
+    assert f"# forkgen: {NAME}" in inspect.getsource(installed)
+    assert "_forkgen_result_type_key" in installed.__code__.co_names
+    assert "_forkgen_result_type_key" not in _upstream_result_type().__code__.co_names
+    with result_type_off():
+        assert keras.backend.result_type is _upstream_result_type()
+    assert keras.backend.result_type is installed
 
 
 def _compiled_frames(monkeypatch: pytest.MonkeyPatch, memo: str) -> int:
     """Frames Dynamo compiles for two calls of a small train-like step (forward, backward,
     an op after the graph break that backward causes), with the memo as it is (`fork`), never
-    used (`upstream`: 3.15.1's path), or used while tracing too (`traced`: version 1)."""
+    used (`upstream`: upstream's `result_type` everywhere), or used while tracing too
+    (`traced`: version 1)."""
     import torch
     import torch._dynamo
     from torch._dynamo.testing import CompileCounter
 
-    if memo == "upstream":
-        monkeypatch.setattr(dtypes, "_forkgen_result_type_key", lambda dtypes_: None)
-    elif memo == "traced":
+    if memo == "traced":
         monkeypatch.setattr(torch.compiler, "is_compiling", lambda: False)
     torch._dynamo.reset()
     counter = CompileCounter()
@@ -234,8 +275,9 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, memo: str) -> int:
 
     compiled = torch.compile(step, backend=counter)
     x = torch.ones(5, 4)
-    compiled(x)
-    compiled(x)
+    with result_type_off() if memo == "upstream" else contextlib.nullcontext():
+        compiled(x)
+        compiled(x)
     torch._dynamo.reset()
     return int(counter.frame_count)
 
@@ -243,15 +285,15 @@ def _compiled_frames(monkeypatch: pytest.MonkeyPatch, memo: str) -> int:
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
 def test_torch_compile_traces_upstreams_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """While Dynamo traces, the memo is not used: the step splits into as many graphs as with
-    3.15.1's path (version 1 memoised there, and its id() look-ups split it further)."""
+    upstream's `result_type` (version 1 memoised there, and its id() look-ups split it further)."""
     import torch
 
     with monkeypatch.context() as patched:
         patched.setattr(torch.compiler, "is_compiling", lambda: True)
         assert dtypes._forkgen_result_type_key(("float32", "int32")) is None
-        assert dtypes.result_type("float32", "int32") == reference_result_type("float32", "int32")
+        assert dtypes.result_type("float32", "int32") == upstream_result_type("float32", "int32")
     with monkeypatch.context() as patched:
-        upstream = _compiled_frames(patched, "upstream")
+        unpatched = _compiled_frames(patched, "upstream")
     with monkeypatch.context() as patched:
         fork = _compiled_frames(patched, "fork")
-    assert fork == upstream
+    assert fork == unpatched

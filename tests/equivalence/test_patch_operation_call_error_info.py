@@ -1,18 +1,21 @@
-"""Patch operation-call-error-info on the installed fork: errors are raised as 3.15.1 raises them.
+"""Patch operation-call-error-info on the installed fork: errors are raised as upstream raises them.
 
-Keras 3.15.1 wraps `call_fn` with `traceback_utils.inject_argument_info_in_traceback` on every
-`Operation.__call__` / `Cond.__call__` (traceback filtering on); the patch calls `call_fn` in
-`try` and hands the error to `traceback_utils.raise_with_argument_info`. The wrapper stays in
-the fork, so the reference here is 3.15.1's `__call__` flow written in this file around that
-very wrapper, swapped in for the patched methods (`upstream_calls()`): every scenario runs once
-each way and what a user can observe of the error must be the same - its type, message text,
-args, the `_keras_call_info_injected` flag, `__cause__` / `__context__` /
-`__suppress_context__`, and the frames left in the filtered traceback.
+Upstream (3.0.0-3.15.1) wraps `call_fn` with `traceback_utils.inject_argument_info_in_traceback`
+on every `Operation.__call__` / `Cond.__call__` (traceback filtering on); the patch calls
+`call_fn` in `try` and hands the error to `traceback_utils.raise_with_argument_info`. The oracle
+is the release under test's own, unpatched `Operation.__call__` and `Cond.__call__` (compiled
+from its sources into the installed modules, `tests/equivalence/upstream.py`), swapped in for
+the patched methods (`upstream_calls()`: the fork with this patch off, around the wrapper the
+fork keeps): every scenario runs once each way and what a user can observe of the error must be
+the same - its type, message text, args, the `_keras_call_info_injected` flag, `__cause__` /
+`__context__` / `__suppress_context__`, and the frames left in the filtered traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import re
 import traceback
 import types
@@ -24,68 +27,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
 PATCH_NAME = "operation-call-error-info"
 APPLIED = patch_applied(PATCH_NAME)
 pytestmark = pytest.mark.skipif(not APPLIED, reason=f"this fork does not apply {PATCH_NAME}")
 
-from keras.src.backend.common.keras_tensor import any_symbolic_tensors  # noqa: E402
-from keras.src.ops import core as core_module  # noqa: E402
-from keras.src.ops import operation as operation_module  # noqa: E402
-from keras.src.utils import traceback_utils  # noqa: E402
+if APPLIED:
+    #: The modules the patch rewrote (keras/src/ops/operation.py, ops/core.py, utils/traceback_utils.py).
+    operation_module = upstream.patched_module(PATCH_NAME, "ops/operation.py")
+    core_module = upstream.patched_module(PATCH_NAME, "ops/core.py")
+    traceback_utils = upstream.patched_module(PATCH_NAME, "utils/traceback_utils.py")
 
 BACKEND = keras.backend.backend()
 
 
-# -- 3.15.1's call flow, around the wrapper the fork keeps --------------------------------------
-
-
-@traceback_utils.filter_traceback
-def reference_operation_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """`Operation.__call__` as Keras 3.15.1 writes it (operation.py:36-81)."""
-    if traceback_utils.is_traceback_filtering_enabled():
-        if any_symbolic_tensors(args, kwargs):
-            call_fn = self.symbolic_call
-        elif self._remat_mode:
-            if getattr(self, "quantization_mode", None) is not None:
-                call_fn = self.rematerialized_call(self.quantized_call, *args, **kwargs)
-            else:
-                call_fn = self.rematerialized_call(self.call, *args, **kwargs)
-        elif getattr(self, "quantization_mode", None) is not None:
-            call_fn = self.quantized_call
-        else:
-            call_fn = self.call
-        call_fn = traceback_utils.inject_argument_info_in_traceback(
-            call_fn, object_name=f"{self.__class__.__name__}.call()"
-        )
-        return call_fn(*args, **kwargs)
-    if any_symbolic_tensors(args, kwargs):
-        return self.symbolic_call(*args, **kwargs)
-    if self._remat_mode:
-        if getattr(self, "quantization_mode", None) is not None:
-            return self.rematerialized_call(self.quantized_call, *args, **kwargs)(*args, **kwargs)
-        return self.rematerialized_call(self.call, *args, **kwargs)(*args, **kwargs)
-    if getattr(self, "quantization_mode", None) is not None:
-        return self.quantized_call(*args, **kwargs)
-    return self.call(*args, **kwargs)
-
-
-@traceback_utils.filter_traceback
-def reference_cond_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """`Cond.__call__` as Keras 3.15.1 writes it (core.py:1069-1087)."""
-
-    def call_fn(*args: Any, **kwargs: Any) -> Any:
-        if any_symbolic_tensors(args, kwargs):
-            return self.symbolic_call(*args, **kwargs)
-        return self.call(*args, **kwargs)
-
-    if traceback_utils.is_traceback_filtering_enabled():
-        call_fn = traceback_utils.inject_argument_info_in_traceback(
-            call_fn, object_name=f"{self.__class__.__name__}.call()"
-        )
-        return call_fn(*args, **kwargs)
-    return call_fn(*args, **kwargs)
+# -- upstream's call flow, around the wrapper the fork keeps ------------------------------------
 
 
 def _relocated(code: types.CodeType, filename: str) -> types.CodeType:
@@ -94,27 +52,37 @@ def _relocated(code: types.CodeType, filename: str) -> types.CodeType:
     return code.replace(co_filename=filename, co_consts=consts)
 
 
-# In 3.15.1 the two flows run from keras/src/ops/operation.py and core.py, and traceback
-# filtering treats their frames as Keras's: it drops them, and when it has dropped every frame
-# of a traceback it keeps the innermost one (on tensorflow, the frame of the op that raised).
-# Written in this file, the reference's frames would be kept instead, and that last rule would
-# not fire: they run as code of those modules.
-for _reference, _module in ((reference_operation_call, operation_module), (reference_cond_call, core_module)):
-    _inner = _reference.__wrapped__  # type: ignore[attr-defined]
-    _inner.__code__ = _relocated(_inner.__code__, _module.__file__)
+def _as_keras_code(function: Any, module: types.ModuleType) -> Any:
+    """`function` (an oracle from `upstream`), its code as if compiled from `module`'s file.
+
+    Upstream's methods run from keras/src/ops/operation.py and core.py, and traceback
+    filtering treats their frames as Keras's: it drops them, and when it has dropped every
+    frame of a traceback it keeps the innermost one (on tensorflow, the frame of the op that
+    raised). Compiled under `<upstream ...>`, the oracle's frames would be kept instead, and
+    that last rule would not fire: they must run as code of those modules. Decorated
+    functions (`filter_traceback`) are relocated through their `__wrapped__`.
+    """
+    inner = function
+    while hasattr(inner, "__wrapped__"):
+        inner = inner.__wrapped__
+    inner.__code__ = _relocated(inner.__code__, module.__file__)
+    return function
 
 
 @contextlib.contextmanager
 def upstream_calls() -> Iterator[None]:
-    """3.15.1's `Operation.__call__` and `Cond.__call__` instead of the patched ones."""
-    operation, cond = operation_module.Operation, core_module.Cond
-    saved = operation.__dict__["__call__"], cond.__dict__["__call__"]
-    operation.__call__ = reference_operation_call  # type: ignore[method-assign]
-    cond.__call__ = reference_cond_call  # type: ignore[method-assign]
-    try:
+    """Upstream's `Operation.__call__` and `Cond.__call__` instead of the patched ones."""
+    with upstream.upstream(operation_module.Operation, "__call__") as operation_call, \
+            upstream.upstream(core_module.Cond, "__call__") as cond_call:
+        _as_keras_code(operation_call, operation_module)
+        _as_keras_code(cond_call, core_module)
         yield
-    finally:
-        operation.__call__, cond.__call__ = saved  # type: ignore[method-assign]
+
+
+@functools.cache
+def upstream_inject_argument_info_in_traceback() -> Callable[..., Any]:
+    """Upstream's wrapper of the release under test (the fork keeps it unchanged)."""
+    return _as_keras_code(upstream.original(traceback_utils.inject_argument_info_in_traceback), traceback_utils)
 
 
 @contextlib.contextmanager
@@ -128,13 +96,23 @@ def filtering(on: bool) -> Iterator[None]:
 
 
 def test_the_patch_is_in_the_installed_fork() -> None:
-    # The comparison below is only meaningful if the fork runs the patched methods.
-    import inspect
-
+    # The comparison below is only meaningful if the fork runs the patched methods and the
+    # oracle upstream's: each with its own error path.
     assert "raise_with_argument_info" in inspect.getsource(operation_module.Operation.__call__)
     assert "raise_with_argument_info" in inspect.getsource(core_module.Cond.__call__)
     assert "inject_argument_info_in_traceback" not in inspect.getsource(operation_module.Operation.__call__)
     assert callable(traceback_utils.inject_argument_info_in_traceback)
+    installed = operation_module.Operation.__dict__["__call__"], core_module.Cond.__dict__["__call__"]
+    with upstream_calls():
+        oracles = operation_module.Operation.__dict__["__call__"], core_module.Cond.__dict__["__call__"]
+        for oracle in oracles:
+            names = set(oracle.__wrapped__.__code__.co_names)
+            for const in oracle.__wrapped__.__code__.co_consts:  # Cond's nested call_fn
+                if isinstance(const, types.CodeType):
+                    names |= set(const.co_names)
+            assert "inject_argument_info_in_traceback" in names and "raise_with_argument_info" not in names
+            assert keras_src() in oracle.__wrapped__.__code__.co_filename
+    assert (operation_module.Operation.__dict__["__call__"], core_module.Cond.__dict__["__call__"]) == installed
 
 
 # -- what a user observes -------------------------------------------------------------------------
@@ -145,12 +123,15 @@ def _text(value: object) -> str:
     return re.sub(r" at 0x[0-9a-fA-F]+", " at 0x?", str(value))
 
 
+def keras_src() -> str:
+    return str(traceback_utils._EXCLUDED_PATHS[0])
+
+
 def _frames(error: BaseException) -> list[tuple[str, str]]:
-    """The traceback's frames outside Keras (what filtering leaves; the reference's are Keras's)."""
-    keras_src = traceback_utils._EXCLUDED_PATHS[0]
+    """The traceback's frames outside Keras (what filtering leaves; the oracle's are Keras's)."""
     return [
         (frame.filename, frame.name) for frame in traceback.extract_tb(error.__traceback__)
-        if keras_src not in frame.filename
+        if keras_src() not in frame.filename
     ]
 
 
@@ -170,19 +151,19 @@ def observe(run: Callable[[], Any]) -> tuple[Any, ...]:
 
 
 def both(run: Callable[[], Any], on: bool = True) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """(3.15.1, patched) observations of `run()` with traceback filtering `on`."""
+    """(unpatched, patched) observations of `run()` with traceback filtering `on`."""
     with filtering(on):
         with upstream_calls():
-            upstream = observe(run)
+            unpatched = observe(run)
         patched = observe(run)
-    return upstream, patched
+    return unpatched, patched
 
 
 # -- the errors ---------------------------------------------------------------------------------
 
 
 class NeedsTwo(Exception):
-    """A constructor that takes no single message: 3.15.1 raises a RuntimeError instead."""
+    """A constructor that takes no single message: upstream raises a RuntimeError instead."""
 
     def __init__(self, a: object, b: object) -> None:
         super().__init__(a, b)
@@ -198,14 +179,14 @@ class Exploding(Exception):
 
 
 class Locked(Exception):
-    """The flag cannot be set on it: 3.15.1's AttributeError replaces the error."""
+    """The flag cannot be set on it: upstream's AttributeError replaces the error."""
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"locked: {name}")
 
 
 class Flagged(ValueError):
-    """Carries a falsy flag: 3.15.1 treats it as already described (hasattr)."""
+    """Carries a falsy flag: upstream treats it as already described (hasattr)."""
 
     _keras_call_info_injected = False
 
@@ -293,43 +274,51 @@ SCENARIOS = sorted(make_scenarios(lambda: ValueError()))
 @pytest.mark.parametrize("on", [True, False], ids=["filtering", "no filtering"])
 @pytest.mark.parametrize("error", sorted(ERRORS))
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_same_error_as_3_15_1(scenario: str, error: str, on: bool) -> None:
+def test_same_error_as_upstream(scenario: str, error: str, on: bool) -> None:
     run = make_scenarios(ERRORS[error])[scenario]
-    upstream, patched = both(run, on)
-    assert upstream[0] != "returned", "the scenario must raise"
-    assert patched == upstream
+    unpatched, patched = both(run, on)
+    assert unpatched[0] != "returned", "the scenario must raise"
+    assert patched == unpatched
 
 
-def test_the_reference_is_3_15_1s_message() -> None:
-    # Spelled out once, so that the comparisons cannot pass by both sides being wrong alike.
+def test_the_message_is_upstreams_wrappers() -> None:
+    # Its parts spelled out once, so that the comparisons cannot pass by both sides being wrong
+    # alike (say, the oracle not installed, or describing no argument).
     run = make_scenarios(lambda: ValueError("bad value"))["op nested"]
-    upstream, patched = both(run)
-    assert patched == upstream
+    unpatched, patched = both(run)
+    assert patched == unpatched
     kind, message, _, has_flag, flag, cause, suppress, context_kind, context, _, frames = patched
     assert kind is ValueError and has_flag and flag is True and cause is None and suppress is True
-    tensor = {"torch": "torch.Tensor", "jax": "jnp.ndarray", "tensorflow": "tf.Tensor", "numpy": "np.ndarray"}
-    assert message == (
-        "Exception encountered when calling Boom.call().\n\n\x1b[1mbad value\x1b[0m\n\n"
-        "Arguments received by Boom.call():\n"
-        f"  • x={tensor.get(BACKEND, 'array')}(shape={keras.ops.ones((2, 3)).shape}, dtype=float32)\n"
-        "  • y=2\n  • rest=<class 'inspect._empty'>\n  • scale=2.0"
-    )
+    assert message.startswith("Exception encountered when calling Boom.call().\n\n")
+    assert "bad value" in message and "\n\nArguments received by Boom.call():\n" in message
+    # Only the innermost call is described: Boom's parameters, with the values Outer passed.
+    bullets = message.split("Arguments received by Boom.call():\n", 1)[1].split("\n")
+    assert [b.split("=", 1)[0] for b in bullets] == ["  • x", "  • y", "  • rest", "  • scale"]
+    assert "  • y=2" in bullets and "  • scale=2.0" in bullets and "Outer" not in message
     assert context_kind is ValueError and context == "bad value"
     assert [name for _, name in frames][-1] == "call" and all("keras/src" not in f for f, _ in frames)
 
 
 def test_unbindable_arguments_keep_the_original_error() -> None:
-    upstream, patched = both(make_scenarios(lambda: ValueError("x"))["op unbindable"])
-    assert patched == upstream
+    unpatched, patched = both(make_scenarios(lambda: ValueError("x"))["op unbindable"])
+    assert patched == unpatched
     assert patched[0] is TypeError and patched[3] is False and patched[7] is TypeError
 
 
+def _bullets(function: Callable[..., Any]) -> list[str]:
+    """The bullet heads upstream's wrapper writes for a call of `function`: its parameters."""
+    return [f"  • {name}=" for name in inspect.signature(function).parameters]
+
+
 def test_symbolic_calls_describe_symbolic_calls_arguments() -> None:
-    # 3.15.1 wraps `symbolic_call(*args, **kwargs)`: its bullets are args= / kwargs=, not
-    # call()'s parameter names (nightly's helper changed that; the patch must not).
-    upstream, patched = both(make_scenarios(lambda: ValueError("x"))["op symbolic"])
-    assert patched == upstream
-    assert "  • args=(" in patched[1] and "  • kwargs={'scale': '0.5'}" in patched[1]
+    # Upstream wraps `symbolic_call(*args, **kwargs)`: its bullets name symbolic_call's
+    # parameters, not call()'s (nightly's helper changed that; the patch must not).
+    unpatched, patched = both(make_scenarios(lambda: ValueError("x"))["op symbolic"])
+    assert patched == unpatched
+    symbolic, call = _bullets(keras.Operation().symbolic_call), ["  • x=", "  • y=", "  • rest=", "  • scale="]
+    assert symbolic != call and all(bullet in patched[1] for bullet in symbolic)
+    assert not any(bullet in patched[1] for bullet in call)
+    assert "'scale': '0.5'" in patched[1]
 
 
 def test_quantized_layer() -> None:
@@ -342,12 +331,12 @@ def test_quantized_layer() -> None:
     # Let the wrong shape through to quantized_call (the input spec would refuse it first).
     layer.input_spec = None
     for on in (True, False):
-        upstream, patched = both(lambda: layer(keras.ops.ones((2, 5))), on)
-        assert upstream[0] != "returned" and patched == upstream
-        # quantized_call(*args, **kwargs) is what 3.15.1 wraps: its bullets are args= / kwargs=.
-        assert not on or "  • args=(" in patched[1]
-    upstream, patched = both(lambda: layer(keras.ops.ones((2, 3))))
-    assert patched[0] == "returned" and patched == upstream
+        unpatched, patched = both(lambda: layer(keras.ops.ones((2, 5))), on)
+        assert unpatched[0] != "returned" and patched == unpatched
+        # quantized_call is what upstream wraps: its bullets name quantized_call's parameters.
+        assert not on or all(bullet in patched[1] for bullet in _bullets(layer.quantized_call))
+    unpatched, patched = both(lambda: layer(keras.ops.ones((2, 3))))
+    assert patched[0] == "returned" and patched == unpatched
 
 
 def test_rematerialized_layer() -> None:
@@ -355,8 +344,8 @@ def test_rematerialized_layer() -> None:
         layer = keras.layers.Dense(4)
         layer.build((None, 3))
     for on in (True, False):
-        upstream, patched = both(lambda: layer(keras.ops.ones((2, 5))), on)
-        assert upstream[0] != "returned" and patched == upstream
+        unpatched, patched = both(lambda: layer(keras.ops.ones((2, 5))), on)
+        assert unpatched[0] != "returned" and patched == unpatched
 
 
 def test_calls_that_return_are_unchanged() -> None:
@@ -364,8 +353,8 @@ def test_calls_that_return_are_unchanged() -> None:
     layer = keras.layers.Dense(4, kernel_initializer="ones")
     cond = lambda: keras.ops.cond(keras.ops.convert_to_tensor(True), lambda: x * 2.0, lambda: x)  # noqa: E731
     for run in (lambda: layer(x), cond, lambda: keras.ops.add(x, x)):
-        upstream, patched = both(run)
-        assert patched[0] == "returned" and patched == upstream
+        unpatched, patched = both(run)
+        assert patched[0] == "returned" and patched == unpatched
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.errors.OpError exists on the tensorflow backend only")
@@ -377,15 +366,15 @@ def test_tensorflow_op_error(on: bool) -> None:
         return tf.errors.InvalidArgumentError(None, None, "tf says no")
 
     for scenario in ("op eager", "layer eager", "op nested", "cond"):
-        upstream, patched = both(make_scenarios(make)[scenario], on)
-        assert upstream[0] is tf.errors.InvalidArgumentError and patched == upstream
+        unpatched, patched = both(make_scenarios(make)[scenario], on)
+        assert unpatched[0] is tf.errors.InvalidArgumentError and patched == unpatched
 
 
-# -- the helper itself against the wrapper, on arbitrary calls ----------------------------------
+# -- the helper itself against upstream's wrapper, on arbitrary calls -------------------------
 
 
 def _via_wrapper(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None) -> Any:
-    return traceback_utils.inject_argument_info_in_traceback(fn, object_name=name)(*args, **kwargs)
+    return upstream_inject_argument_info_in_traceback()(fn, object_name=name)(*args, **kwargs)
 
 
 def _via_helper(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], name: str | None) -> Any:
@@ -417,10 +406,10 @@ def test_helper_raises_what_the_wrapper_raises(
     exec(f"def fn({signature}):\n    raise make()\n", namespace)  # noqa: S102 - a signature under test
     fn = namespace["fn"]
     with filtering(True):
-        upstream = observe(lambda: _via_wrapper(fn, args, kwargs, name))
+        unpatched = observe(lambda: _via_wrapper(fn, args, kwargs, name))
         patched = observe(lambda: _via_helper(fn, args, kwargs, name))
     # Frames: the wrapper's error_handler vs this test's _via_helper, both Keras-internal or the
     # harness; the rest must match.
     strip = {"_via_wrapper", "_via_helper"}
-    assert patched[:-1] == upstream[:-1]
-    assert [f for f in patched[-1] if f[1] not in strip] == [f for f in upstream[-1] if f[1] not in strip]
+    assert patched[:-1] == unpatched[:-1]
+    assert [f for f in patched[-1] if f[1] not in strip] == [f for f in unpatched[-1] if f[1] not in strip]

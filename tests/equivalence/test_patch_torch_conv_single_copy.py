@@ -1,18 +1,28 @@
 """Patch torch-conv-single-copy on the installed fork (torch backend only).
 
-Keras 3.15.1's `conv` turns a channels_last input into channels-first axes with
+Upstream's `conv` turns a channels_last input into channels-first axes with
 `_transpose_spatial_inputs` (permute, then a copy to the default layout), then
 `_maybe_convert_to_channels_last` copies it to channels_last memory. The patch calls
 `_forkgen_transpose_conv_inputs` in place of the first step. The patched `conv` must give what
-3.15.1's gives, with 3.15.1's first step (written below) put back: the same output values,
-dtype, shape and strides, the same gradients (values and strides), the same errors, forward
-and backward, for every layout of the input, with and without autograd.
+the release under test's own, unpatched `conv` gives (`upstream.upstream(nn, "conv")`, compiled
+from its sources into the installed `nn` module, tests/equivalence/upstream.py: the fork with
+this patch off): the same output values, dtype, shape and strides, the same gradients (values
+and strides), the same errors, forward and backward, for every layout of the input, with and
+without autograd.
+
+Both sides run with glibc's allocator filling every block it hands out with one byte
+(`filled_allocations`): torch's oneDNN bfloat16 convolution backward reads memory it never
+wrote for some inputs (a kernel larger than a size-1 spatial axis, stride 2, "same" padding:
+its weight gradient then holds whatever the heap held, different from call to call, on either
+side), which made a comparison of two calls depend on the heap, not on the patch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import math
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,9 +34,11 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-conv-single-copy")
+NAME = "torch-conv-single-copy"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-conv-single-copy"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
@@ -34,31 +46,52 @@ pytestmark = [
 
 if APPLIED and keras.backend.backend() == "torch":
     import torch
-    from keras.src.backend.torch import nn
+
+    #: The module the patch rewrote (the torch backend's nn.py).
+    nn = upstream.patched_module(NAME, "nn.py")
 
 DTYPES = ["float32", "float64", "bfloat16", "float16"]
 LAYOUTS = ["dense", "offset", "from channels_first", "sliced channels", "stepped spatial", "expanded batch",
            "odd size-1 strides"]
 
 
-def reference_transpose(inputs: Any) -> Any:
-    """Keras 3.15.1's `_transpose_spatial_inputs` (torch/nn.py:286-305): channels-last axes to
-    channels-first axes, then a copy to the default layout."""
-    orders = {3: (0, 2, 1), 4: (0, 3, 1, 2), 5: (0, 4, 1, 2, 3)}
-    if inputs.ndim not in orders:
-        return nn._transpose_spatial_inputs(inputs)  # raises 3.15.1's ValueError
-    return torch.permute(inputs, orders[inputs.ndim]).contiguous()
+@contextmanager
+def upstream_conv() -> Iterator[None]:
+    """The fork with this patch off: the release under test's own `conv` in place of the patched
+    one (the ops and layers that call it look it up in `nn` at call time)."""
+    with upstream.upstream(nn, "conv"):
+        yield
+
+
+def _mallopt() -> Any:
+    try:
+        return ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, musl): no fill
+        return None
+
+
+#: glibc's `mallopt` option: fill each block malloc returns with `byte ^ 0xff`, each freed one
+#: with `byte` (MALLOC_PERTURB_, settable at run time).
+M_PERTURB = -6
+MALLOPT = _mallopt()
+#: The two fills: one for the comparison, one more to tell whether upstream's result depends on
+#: memory torch never wrote.
+FILLS = (0x5A, 0x33)
 
 
 @contextmanager
-def upstream() -> Iterator[None]:
-    """The fork's conv, with 3.15.1's first step in place of the patch's helper: 3.15.1's conv."""
-    patched = nn._forkgen_transpose_conv_inputs
-    nn._forkgen_transpose_conv_inputs = reference_transpose
+def filled_allocations(byte: int) -> Iterator[None]:
+    """Every block glibc's allocator hands out in the block (torch's tensors, oneDNN's scratch
+    memory) filled with the same bytes: what a kernel reads of memory it never wrote is then
+    the same on every call, on both sides, and a function of `byte`. Nothing where `mallopt`
+    is not glibc's (then the reruns in `same` are the only guard, as without it)."""
+    if MALLOPT is None or MALLOPT(M_PERTURB, byte) != 1:
+        yield
+        return
     try:
         yield
     finally:
-        nn._forkgen_transpose_conv_inputs = patched
+        MALLOPT(M_PERTURB, int(os.environ.get("MALLOC_PERTURB_", "0") or 0) & 0xFF)
 
 
 def values(tensor: Any) -> bytes:
@@ -68,7 +101,7 @@ def values(tensor: Any) -> bytes:
 @contextmanager
 def repeatable(dtype: Any) -> Iterator[None]:
     """One thread for bfloat16: torch's CPU convolution sums bfloat16 weight gradients across
-    threads in an order that changes from run to run (3.15.1's conv as much as the patched one:
+    threads in an order that changes from run to run (upstream's conv as much as the patched one:
     a depthwise 3-D kernel gradient took 3 different values in 200 runs on 2 threads, 1 on one)."""
     if dtype != torch.bfloat16:
         yield
@@ -111,20 +144,30 @@ def conv(x: Any, kernel: Any, **kwargs: Any) -> Any:
 
 
 def same(make: Callable[[], tuple[Any, Any]], grad: bool, run: Callable[..., Any] = conv, **kwargs: Any) -> None:
-    patched = outcome(run, make, grad, **kwargs)
-    with upstream():
-        expected = outcome(run, make, grad, **kwargs)
+    fill, other = FILLS
+    with filled_allocations(fill):
+        patched = outcome(run, make, grad, **kwargs)
+        with upstream_conv():
+            expected = outcome(run, make, grad, **kwargs)
     if patched == expected:
         return
-    # Some of torch's CPU kernels (bfloat16 conv backward) are not deterministic: 3.15.1's own
-    # gradients then differ from run to run. A real difference reproduces on both sides.
-    with upstream():
-        again = outcome(run, make, grad, **kwargs)
-    if again != expected:
+    # Some of torch's CPU kernels (bfloat16 conv backward) read memory they never wrote: for
+    # such an input upstream's own result is not a function of the input (it changes with what
+    # the heap holds, so with the fill) and there is nothing to compare. A real difference
+    # reproduces: upstream gives its result again, under either fill, and the fork does not.
+    with upstream_conv():
+        with filled_allocations(fill):
+            again = outcome(run, make, grad, **kwargs)
+        with filled_allocations(other):
+            refilled = outcome(run, make, grad, **kwargs)
+    if again != expected or refilled != expected:
         if currently_in_test_context():
             reject()
-        pytest.skip("3.15.1's own result does not reproduce for this input (a nondeterministic torch kernel)")
-    assert outcome(run, make, grad, **kwargs) == expected
+        pytest.skip("upstream's own result does not reproduce for this input (a torch kernel reads memory it "
+                    "never wrote, or is nondeterministic)")
+    with filled_allocations(fill):
+        assert outcome(run, make, grad, **kwargs) == expected
+    assert patched == expected
 
 
 def layout(shape: tuple[int, ...], kind: str, dtype: str, requires_grad: bool = False) -> Any:
@@ -159,21 +202,39 @@ def kernel_of(rank: int, size: int, channels: int, groups: int, out: int, dtype:
     return k.requires_grad_(True) if requires_grad else k
 
 
-def test_the_patch_is_in_and_upstreams_helper_is_as_written_here() -> None:
+def test_the_patch_is_in_and_the_oracle_is_upstreams_conv() -> None:
     source = inspect.getsource(nn.conv)
     assert "inputs = _forkgen_transpose_conv_inputs(inputs)  # forkgen: torch-conv-single-copy" in source
     assert "inputs = _transpose_spatial_inputs(inputs)" not in source
     assert "inputs = _maybe_convert_to_channels_last(inputs)" in source
-    for shape in ((2, 3, 4), (2, 3, 4, 5), (1, 2, 3, 4, 2)):
-        x = torch.randn(shape)
-        ours, theirs = nn._transpose_spatial_inputs(x), reference_transpose(x)
-        assert torch.equal(ours, theirs) and ours.stride() == theirs.stride()
+    # The oracle is the unpatched release's conv: upstream's first step, no helper of the patch.
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(nn)
+    names = upstream.original(nn.conv).__code__.co_names
+    assert "_transpose_spatial_inputs" in names and "_forkgen_transpose_conv_inputs" not in names
+    with upstream_conv():
+        assert "_forkgen_transpose_conv_inputs" not in nn.conv.__code__.co_names
+    assert "_forkgen_transpose_conv_inputs" in nn.conv.__code__.co_names
+
+
+def test_the_fill_fills_what_torch_allocates() -> None:
+    # What `same` rests on where glibc's mallopt is there: a tensor torch allocates and never
+    # writes holds the fill's bytes, for every fill (so a kernel reading such memory reads them).
+    if MALLOPT is None:
+        pytest.skip("no glibc mallopt here: the comparisons run without a fill")
+    for byte in (*FILLS, 0xC3):
+        with filled_allocations(byte):
+            blank = torch.empty(4096, dtype=torch.uint8)
+        assert bool((blank == (byte ^ 0xFF)).all()), f"torch's memory is not filled with {byte ^ 0xFF:#x}"
 
 
 @pytest.mark.parametrize("shape", [(2, 5, 5, 3), (1, 4, 6, 8), (2, 3, 4, 3, 2)])
 def test_a_dense_input_is_not_copied_without_autograd_and_copied_once_with_it(shape: tuple[int, ...]) -> None:
     x = torch.randn(shape)
-    expected = nn._maybe_convert_to_channels_last(reference_transpose(x))
+    # Upstream's two steps (the release under test's own helpers, which conv calls one after
+    # the other).
+    transpose = upstream.original(nn._transpose_spatial_inputs)
+    to_channels_last = upstream.original(nn._maybe_convert_to_channels_last)
+    expected = to_channels_last(transpose(x))
     with torch.no_grad():
         view = nn._forkgen_transpose_conv_inputs(x)
     assert view.data_ptr() == x.data_ptr() and view.stride() == expected.stride() and torch.equal(view, expected)
@@ -183,10 +244,10 @@ def test_a_dense_input_is_not_copied_without_autograd_and_copied_once_with_it(sh
     assert nn._maybe_convert_to_channels_last(copy) is copy and nn._maybe_convert_to_channels_last(view) is view
 
 
-# Layouts where the single-copy form of upstream's nightly differs from 3.15.1 (strides of the
-# output, on CPU its values, or a backward pass that raises): one channel, 1x1 spatial
-# extents, size-1 axes with odd strides; each with a pointwise depthwise kernel (one input
-# channel per group), whose memory format torch reads from the input's.
+# Layouts where a plain single copy (keras-nightly's form of keras#23199) differs from the two
+# copies of 3.15's conv (strides of the output, on CPU its values, or a backward pass that
+# raises): one channel, 1x1 spatial extents, size-1 axes with odd strides; each with a pointwise
+# depthwise kernel (one input channel per group), whose memory format torch reads from the input's.
 EDGE_CASES = [
     ((2, 3, 3, 1), "sliced channels", 1, 1, 1), ((2, 3, 3, 1), "expanded batch", 1, 1, 2),
     ((2, 1, 1, 4), "dense", 1, 4, 4), ((2, 1, 1, 4), "sliced channels", 1, 4, 8),
@@ -202,7 +263,7 @@ EDGE_CASES = [
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("shape", "kind", "size", "groups", "out"), EDGE_CASES)
 @pytest.mark.parametrize("padding", ["valid", "same"])
-def test_like_3_15_1_on_edge_layouts(
+def test_like_upstream_on_edge_layouts(
     shape: tuple[int, ...], kind: str, size: int, groups: int, out: int, dtype: str, grad: bool, padding: str
 ) -> None:
     def make() -> tuple[Any, Any]:
@@ -223,7 +284,7 @@ def test_like_3_15_1_on_edge_layouts(
     transposed=st.booleans(),
     data_format=st.sampled_from(["channels_last", "channels_last", "channels_last", "channels_first"]),
 )
-def test_like_3_15_1_property(rank: int, data: Any, kind: str, dtype: str, grad: bool, inputs_grad: bool,
+def test_like_upstream_property(rank: int, data: Any, kind: str, dtype: str, grad: bool, inputs_grad: bool,
                               padding: str, transposed: bool, data_format: str) -> None:
     spatial = data.draw(st.lists(st.integers(1, 4 if rank < 5 else 3), min_size=rank - 2, max_size=rank - 2))
     channels = data.draw(st.integers(1, 4))
@@ -243,8 +304,8 @@ def test_like_3_15_1_property(rank: int, data: Any, kind: str, dtype: str, grad:
     same(make, grad, strides=strides, padding=padding, data_format=data_format, dilation_rate=dilation)
 
 
-def test_modifying_the_input_in_place_after_the_forward_pass_like_3_15_1() -> None:
-    # 3.15.1's conv keeps its own copy of the input for the backward pass: the caller may then
+def test_modifying_the_input_in_place_after_the_forward_pass_like_upstream() -> None:
+    # Upstream's conv keeps its own copy of the input for the backward pass: the caller may then
     # change the input in place and still get the gradients of the values conv saw.
     def run(x: Any, kernel: Any) -> Any:
         out = nn.conv(x, kernel, padding="same")
@@ -282,7 +343,7 @@ def test_the_ops_that_call_conv(grad: bool) -> None:
 
 
 @pytest.mark.parametrize("layer", ["Conv2D", "Conv3D", "DepthwiseConv2D", "SeparableConv2D", "Conv1D"])
-def test_layers_like_3_15_1(layer: str) -> None:
+def test_layers_like_upstream(layer: str) -> None:
     shapes = {"Conv3D": (2, 4, 4, 4, 3), "Conv1D": (2, 7, 3)}
     shape = shapes.get(layer, (2, 6, 6, 3))
     keras.utils.set_random_seed(7)
@@ -300,11 +361,11 @@ def test_layers_like_3_15_1(layer: str) -> None:
                 *((g.stride(), values(g)) for g in grads))
 
     patched = facts()
-    with upstream():
+    with upstream_conv():
         assert facts() == patched
 
 
-def test_errors_like_3_15_1() -> None:
+def test_errors_like_upstream() -> None:
     cases = [
         ((2, 3), (1, 3, 2)),                # rank 2: no spatial axis
         ((2, 4, 4, 3), (3, 3, 2, 4)),       # 3 channels, kernel for 2
@@ -316,6 +377,6 @@ def test_errors_like_3_15_1() -> None:
             return torch.ones(x_shape), torch.ones(k_shape)
 
         patched = outcome(conv, make, True)
-        with upstream():
+        with upstream_conv():
             assert outcome(conv, make, True) == patched
         assert patched[0] == "raised"

@@ -1,13 +1,17 @@
 """Patch torch-convert-to-tensor-device on the installed fork (torch backend only).
 
-Upstream 3.15.1 moves a tensor to `get_device()` under `if x.device != device:`; the patch
-drops that always-true test. The patched `convert_to_tensor` must give what a copy of 3.15.1's
-logic, written below, gives: the same values, dtype, device, requires_grad and autograd
-history, and the same object (or the same kind of copy) for every tensor input.
+Upstream (3.0-3.15) moves a tensor to `get_device()` under `if x.device != device:`; the patch
+drops that always-true test. The patched `convert_to_tensor` must give what the release under
+test's own, unpatched `convert_to_tensor` gives (`upstream.original`, compiled from its sources
+into the installed core module, tests/equivalence/upstream.py): the same values, dtype, device,
+requires_grad and autograd history, and the same object (or the same kind of copy) for every
+tensor input. (The oracle is upstream's whole function: where another patch rewrote the same
+function, as torch-convert-to-tensor-noop-moves does, it is off in the oracle too.)
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,9 +23,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-convert-to-tensor-device")
+NAME = "torch-convert-to-tensor-device"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-convert-to-tensor-device"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
@@ -30,30 +36,23 @@ pytestmark = [
 if APPLIED and keras.backend.backend() == "torch":
     import torch
     from keras.src.backend.common import global_state
-    from keras.src.backend.torch import core
+
+    #: The module the patch rewrote (the torch backend's core.py).
+    core = upstream.patched_module(NAME, "core.py")
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
           "complex64"]
 
 
+@functools.cache
+def _upstream_convert_to_tensor() -> Callable[..., Any]:
+    return upstream.original(core.convert_to_tensor)
+
+
 def reference(x: Any, dtype: Any = None, sparse: Any = None, ragged: Any = None) -> Any:
-    """Keras 3.15.1's `convert_to_tensor` for Variables and tensors (torch/core.py:193-209);
-    other inputs take code the patch does not touch."""
-    if isinstance(x, core.Variable) or core.is_tensor(x):
-        if sparse or ragged:
-            return core.convert_to_tensor(x, dtype, sparse, ragged)
-        if isinstance(x, core.Variable):
-            x = x.value
-        device = core.get_device()
-        if x.device != device:
-            if x.is_meta:
-                x = torch.empty_like(x, device=device)
-            else:
-                x = x.to(device)
-        if dtype is not None:
-            x = x.to(core.to_torch_dtype(dtype))
-        return x
-    return core.convert_to_tensor(x, dtype, sparse, ragged)
+    """The release under test's own `convert_to_tensor` (run in the installed core module: the
+    same `get_device`, `Variable` and `to_torch_dtype`)."""
+    return _upstream_convert_to_tensor()(x, dtype, sparse, ragged)
 
 
 def outcome(convert: Callable[..., Any], make: Callable[[], Any], *args: Any) -> tuple[object, ...]:
@@ -91,6 +90,10 @@ def private_device(device: Any) -> Iterator[None]:
 def test_the_patch_is_in_and_the_test_it_drops_was_always_true() -> None:
     source = inspect.getsource(core.convert_to_tensor)
     assert "# forkgen: torch-convert-to-tensor-device" in source and "if x.device != device" not in source
+    # The oracle is the unpatched release's function, test and all.
+    text = upstream.upstream_source(core)
+    assert "if x.device != device:" in text and f"# forkgen: {NAME}" not in text
+    assert _upstream_convert_to_tensor().__code__ is not core.convert_to_tensor.__code__
     # The fact the patch rests on: get_device() is a str, and a torch.device never equals one.
     assert isinstance(core.get_device(), str)
     for name in ("cpu", "cpu:0", "meta", "cuda"):
@@ -141,7 +144,7 @@ INPUTS = inputs() if APPLIED and keras.backend.backend() == "torch" else []
 
 @pytest.mark.parametrize("dtype", [None, *DTYPES, "not-a-dtype", "float8_e4m3fn"])
 @pytest.mark.parametrize(("kind", "make"), INPUTS, ids=[kind for kind, _ in INPUTS])
-def test_like_3_15_1_on_every_kind_of_tensor(kind: str, make: Callable[[], Any], dtype: str | None) -> None:
+def test_like_upstream_on_every_kind_of_tensor(kind: str, make: Callable[[], Any], dtype: str | None) -> None:
     expected = outcome(reference, make, dtype)
     assert outcome(core.convert_to_tensor, make, dtype) == expected
     # The public op, which reaches the same function.
@@ -150,8 +153,8 @@ def test_like_3_15_1_on_every_kind_of_tensor(kind: str, make: Callable[[], Any],
 
 @pytest.mark.parametrize("device", ["cpu", "cpu:0", "meta", "CPU"])
 @pytest.mark.parametrize(("kind", "make"), INPUTS, ids=[kind for kind, _ in INPUTS])
-def test_like_3_15_1_under_a_device_scope(kind: str, make: Callable[[], Any], device: str) -> None:
-    # "cpu:0" makes `.to()` copy a CPU tensor, and "meta" moves everything to meta: in 3.15.1
+def test_like_upstream_under_a_device_scope(kind: str, make: Callable[[], Any], device: str) -> None:
+    # "cpu:0" makes `.to()` copy a CPU tensor, and "meta" moves everything to meta: upstream
     # too, since its test was True for these as for all.
     with keras.device(device):
         expected = outcome(reference, make, None)
@@ -176,7 +179,7 @@ def test_errors_are_the_same() -> None:
     requires_grad=st.booleans(),
     wrap=st.sampled_from(["tensor", "variable", "meta"]),
 )
-def test_like_3_15_1_property(shape: list[int], source: str, dtype: str | None, requires_grad: bool, wrap: str) -> None:
+def test_like_upstream_property(shape: list[int], source: str, dtype: str | None, requires_grad: bool, wrap: str) -> None:
     def make() -> Any:
         if wrap == "meta":
             return torch.empty(shape, dtype=core.to_torch_dtype(source), device="meta")
@@ -193,7 +196,7 @@ def test_like_3_15_1_property(shape: list[int], source: str, dtype: str | None, 
 
 def test_the_documented_private_difference() -> None:
     # A torch.device written into the private global state (public device_scope stores a str)
-    # is the one case where 3.15.1's test was False: it skipped the move, the patch makes it.
+    # is the one case where upstream's test was False: it skipped the move, the patch makes it.
     # Same object for a real tensor; a fresh empty_like for a meta tensor.
     cpu = torch.ones(3)
     with private_device(torch.device("cpu")):

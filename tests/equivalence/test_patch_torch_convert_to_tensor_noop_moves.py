@@ -1,14 +1,19 @@
 """Patch torch-convert-to-tensor-noop-moves on the installed fork (torch backend only).
 
 The patch skips `convert_to_tensor`'s `x.to(device)` and `x.to(to_torch_dtype(dtype))` where
-torch would return `x` itself. The patched function must give what a copy of 3.15.1's logic,
-written below, gives: the same values, dtype, device, requires_grad, autograd history, memory
-layout and the same object (or the same kind of copy); a tensor subclass or a torch-function
-mode must see the same `.to()` calls; and torch.compile must split a step into as many graphs.
+torch would return `x` itself. The patched function must give what the release under test's
+own, unpatched `convert_to_tensor` gives (`upstream.original`, compiled from its sources into
+the installed core module, tests/equivalence/upstream.py; 3.x's `backend/torch/core.py`,
+keras-nightly's `backend/torch/ops/core.py`): the same values, dtype, device, requires_grad,
+autograd history, memory layout and the same object (or the same kind of copy); a tensor
+subclass or a torch-function mode must see the same `.to()` calls; and torch.compile must split
+a step into as many graphs. (The oracle is upstream's whole function: where another patch
+rewrote it too, as torch-convert-to-tensor-device does on 3.x, that one is off in it as well.)
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable, Iterator
@@ -21,9 +26,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-convert-to-tensor-noop-moves")
+NAME = "torch-convert-to-tensor-noop-moves"
+APPLIED = patch_applied(NAME)
 TORCH = keras.backend.backend() == "torch"
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-convert-to-tensor-noop-moves"),
@@ -32,11 +39,11 @@ pytestmark = [
 
 if APPLIED and TORCH:
     import torch
-    from keras.src.backend.torch import core
     from torch.overrides import TorchFunctionMode
 
-    #: The fork's function (the reference hands it the inputs the patch does not touch).
-    PATCHED = core.convert_to_tensor
+    #: The module the patch rewrote (the torch backend's core.py: 3.x's, or keras-nightly's
+    #: ops/core.py).
+    core = upstream.patched_module(NAME, "core.py")
 
     class Logged(torch.Tensor):
         """A subclass whose `__torch_function__` sees (and logs) every `.to()` call."""
@@ -67,24 +74,15 @@ DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int32", "int64",
 SCOPES = [None, "cpu", "cpu:0", "meta", "gpu:0", "cuda"]
 
 
+@functools.cache
+def _upstream_convert_to_tensor() -> Callable[..., Any]:
+    return upstream.original(core.convert_to_tensor)
+
+
 def reference(x: Any, dtype: Any = None, sparse: Any = None, ragged: Any = None) -> Any:
-    """Keras 3.15.1's `convert_to_tensor` for Variables and tensors (torch/core.py:193-209);
-    other inputs take code the patch does not touch."""
-    if isinstance(x, core.Variable) or core.is_tensor(x):
-        if sparse or ragged:
-            return PATCHED(x, dtype, sparse, ragged)
-        if isinstance(x, core.Variable):
-            x = x.value
-        device = core.get_device()
-        if x.device != device:
-            if x.is_meta:
-                x = torch.empty_like(x, device=device)
-            else:
-                x = x.to(device)
-        if dtype is not None:
-            x = x.to(core.to_torch_dtype(dtype))
-        return x
-    return PATCHED(x, dtype, sparse, ragged)
+    """The release under test's own `convert_to_tensor` (run in the installed core module: the
+    same `get_device`, `Variable` and `to_torch_dtype`)."""
+    return _upstream_convert_to_tensor()(x, dtype, sparse, ragged)
 
 
 def outcome(convert: Callable[..., Any], make: Callable[[], Any], *args: Any) -> tuple[object, ...]:
@@ -116,11 +114,16 @@ def scope(device: str | None) -> Iterator[None]:
         yield
 
 
-def test_the_patch_is_in() -> None:
+def test_the_patch_is_in_and_the_oracle_is_upstreams_function() -> None:
     source = inspect.getsource(core.convert_to_tensor)
     assert source.count("# forkgen: torch-convert-to-tensor-noop-moves") == 2
     assert "x = x.to(device)" in source and "to_torch_dtype(dtype))" not in source
     assert core._FORKGEN_TORCH_DEVICES is not None
+    # The oracle is the unpatched release's function: both `.to()` calls, no helper of the patch.
+    text = upstream.upstream_source(core)
+    assert "x = x.to(to_torch_dtype(dtype))" in text and "x = x.to(device)" in text and "# forkgen:" not in text
+    names = _upstream_convert_to_tensor().__code__.co_names
+    assert "_forkgen_torch_device" not in names and "_FORKGEN_TORCH_DEVICES" not in names
 
 
 def _maker(kind: str, shape: list[int], source: str, requires_grad: bool) -> Callable[[], Any]:
@@ -162,7 +165,7 @@ KINDS = ["tensor", "variable", "parameter", "view", "non-leaf", "channels_last",
     requires_grad=st.booleans(),
     device=st.sampled_from(SCOPES),
 )
-def test_like_3_15_1_property(kind: str, shape: list[int], source: str, dtype: str | None, requires_grad: bool,
+def test_like_upstream_property(kind: str, shape: list[int], source: str, dtype: str | None, requires_grad: bool,
                               device: str | None) -> None:
     make = _maker(kind, shape, source, requires_grad)
     with scope(device):
@@ -296,9 +299,9 @@ def _compiled_frames(convert: Callable[..., Any]) -> tuple[int, int, list[float]
         torch._dynamo.reset()
 
 
-def test_torch_compile_splits_no_more_than_3_15_1() -> None:
+def test_torch_compile_splits_no_more_than_upstream() -> None:
     frames, ops, results = _compiled_frames(core.convert_to_tensor)
-    upstream_frames, upstream_ops, upstream_results = _compiled_frames(reference)
+    upstream_frames, upstream_ops, upstream_results = _compiled_frames(_upstream_convert_to_tensor())
     assert (frames, results) == (upstream_frames, upstream_results)
     # The skipped no-op `.to()` calls are no longer recorded in the graphs.
     assert ops < upstream_ops

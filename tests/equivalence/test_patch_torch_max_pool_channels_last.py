@@ -1,17 +1,20 @@
 """Patch torch-max-pool-channels-last on the installed fork (torch backend only).
 
-Keras 3.15.1's `max_pool` turns a channels_last input into channels-first axes with a copy
+Upstream's `max_pool` (3.15) turns a channels_last input into channels-first axes with a copy
 (`_transpose_spatial_inputs`: permute, then `.contiguous()`), pools, moves the output to
 `get_device()` and permutes it back. The patched `max_pool` pools a dense 2-D input's view
 instead (no autograd, CPU, float dtypes, "valid" padding) and copies the output into the default
-layout. It must give what 3.15.1's gives, 3.15.1's steps being restated below
-(`reference_max_pool`): the same values bit for bit (NaN positions and the sign of zeros
-included), dtype, shape, strides, storage offset, device, requires_grad and autograd graph, and,
-under autograd, the same gradients, for every layout of the input; and the same errors.
+layout. It must give what the release under test's own, unpatched `max_pool` gives
+(`upstream.original`, compiled from its sources into the installed `nn` module,
+tests/equivalence/upstream.py: `reference_max_pool`): the same values bit for bit (NaN positions
+and the sign of zeros included), dtype, shape, strides, storage offset, device, requires_grad
+and autograd graph, and, under autograd, the same gradients, for every layout of the input; and
+the same errors.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterator
@@ -24,9 +27,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-max-pool-channels-last")
+NAME = "torch-max-pool-channels-last"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-max-pool-channels-last"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
@@ -35,10 +40,9 @@ pytestmark = [
 if APPLIED and keras.backend.backend() == "torch":
     import torch
     import torch.nn.functional as tnn
-    from keras.src import backend
-    from keras.src.backend.torch import nn
-    from keras.src.backend.torch.core import convert_to_tensor, get_device
-    from keras.src.utils.argument_validation import standardize_tuple
+
+    #: The module the patch rewrote (the torch backend's nn.py).
+    nn = upstream.patched_module(NAME, "nn.py")
 
 DTYPES = ["float32", "float64", "bfloat16", "float16"]
 LAYOUTS = ["dense", "dense", "dense", "offset", "from channels_first", "sliced channels", "stepped spatial",
@@ -47,31 +51,16 @@ LAYOUTS = ["dense", "dense", "dense", "offset", "from channels_first", "sliced c
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 1.0, 2.0, 0.5, math.nan, math.inf, -math.inf]
 
 
+@functools.cache
+def _upstream_max_pool() -> Callable[..., Any]:
+    return upstream.original(nn.max_pool)
+
+
 def reference_max_pool(inputs: Any, pool_size: Any, strides: Any = None, padding: str = "valid",
                        data_format: Any = None) -> Any:
-    """Keras 3.15.1's `max_pool` (torch/nn.py:348-407), step for step: channels-last axes to
-    channels-first ones with a copy to the default layout, "same" padding by
-    `_apply_same_padding`, a CPU stand-in on the "meta" device, torch's pooling of the rank, the
-    output moved to `get_device()` and permuted back."""
-    inputs = convert_to_tensor(inputs)
-    num_spatial_dims = inputs.ndim - 2
-    pool_size = standardize_tuple(pool_size, num_spatial_dims, "pool_size")
-    strides = pool_size if strides is None else standardize_tuple(strides, num_spatial_dims, "strides")
-    data_format = backend.standardize_data_format(data_format)
-    if data_format == "channels_last":
-        inputs = torch.permute(inputs, (0, inputs.ndim - 1, *range(1, inputs.ndim - 1))).contiguous()
-    if padding == "same":
-        inputs, padding = nn._apply_same_padding(inputs, pool_size, strides, data_format, "pooling")
-    else:
-        padding = 0
-    device = get_device()
-    if device == "meta":
-        inputs = torch.empty(size=inputs.shape, dtype=inputs.dtype, device="cpu")
-    pool = {1: tnn.max_pool1d, 2: tnn.max_pool2d, 3: tnn.max_pool3d}[num_spatial_dims]
-    outputs = pool(inputs, kernel_size=pool_size, stride=strides, padding=padding).to(device)
-    if data_format == "channels_last":
-        outputs = torch.permute(outputs, (0, *range(2, outputs.ndim), 1))
-    return outputs
+    """The release under test's own `max_pool` (run in the installed `nn` module: the same
+    `_transpose_spatial_inputs`, `_apply_same_padding`, `convert_to_tensor` and `get_device`)."""
+    return _upstream_max_pool()(inputs, pool_size, strides, padding, data_format)
 
 
 def bits(tensor: Any) -> bytes:
@@ -116,7 +105,7 @@ def patched_max_pool(x: Any, **kwargs: Any) -> Any:
 
 @contextmanager
 def without_view() -> Iterator[None]:
-    """The fork's max_pool with the helper answering None: 3.15.1's statements only."""
+    """The fork's max_pool with the helper answering None: upstream's statements only."""
     helper = nn._forkgen_max_pool_view
     nn._forkgen_max_pool_view = lambda inputs, num_spatial_dims, padding: None
     try:
@@ -176,6 +165,12 @@ def test_the_patch_is_in_and_the_reference_is_the_forks_max_pool_without_it() ->
     source = inspect.getsource(nn.max_pool)
     assert "forkgen_view = _forkgen_max_pool_view(inputs, num_spatial_dims, padding)" in source
     assert "outputs = outputs.clone(memory_format=torch.contiguous_format)" in source
+    # The oracle is the unpatched release's max_pool: upstream's copy, no helper of the patch.
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(nn)
+    names = _upstream_max_pool().__code__.co_names
+    assert "_transpose_spatial_inputs" in names and "_forkgen_max_pool_view" not in names
+    # And the patch diverges from it only through its helper: without it, the fork's statements
+    # give upstream's result.
     x = torch.randn(2, 6, 6, 3)
     with without_view():
         fork = outcome(patched_max_pool, lambda: x, False, pool_size=2)
@@ -193,14 +188,14 @@ def test_a_dense_input_is_pooled_in_place_without_autograd(shape: tuple[int, ...
         nn.max_pool(x, 2)
     assert seen[0].data_ptr() == x.data_ptr() and seen[0].is_contiguous(memory_format=torch.channels_last)
     same(make, False, pool_size=2)
-    # With autograd recording, 3.15.1's copy (and graph).
+    # With autograd recording, upstream's copy (and graph).
     with pooled_inputs() as seen:
         nn.max_pool(make(requires_grad=True), 2)
     assert seen[0].is_contiguous() and not seen[0].is_contiguous(memory_format=torch.channels_last)
     same(lambda: make(requires_grad=True), True, pool_size=2)
 
 
-def test_bfloat16_keeps_3_15_1s_copy() -> None:
+def test_bfloat16_keeps_upstreams_copy() -> None:
     # torch 2.13's channels_last CPU kernel for bfloat16 writes a NaN of its own (0xFFFF, sign bit
     # set) where the default-layout kernel passes the input's on (0x7FC0), at least in its
     # vectorised path (16 channels here): bfloat16 is copied.
@@ -219,16 +214,16 @@ def test_bfloat16_keeps_3_15_1s_copy() -> None:
 
 
 @pytest.mark.parametrize("shape", [(2, 2, 2, 3), (1, 3, 3, 4), (2, 2, 5, 2), (1, 4, 2, 5)])
-def test_outputs_of_one_row_column_or_pixel_have_3_15_1s_strides(shape: tuple[int, ...]) -> None:
+def test_outputs_of_one_row_column_or_pixel_have_upstreams_strides(shape: tuple[int, ...]) -> None:
     # A channels_last output of 1x1 spatial size counts as contiguous already: a `.contiguous()`
-    # would keep its strides; the patched max_pool's clone gives 3.15.1's.
+    # would keep its strides; the patched max_pool's clone gives upstream's.
     facts = same(lambda: layout(shape, "dense", "float32", SPECIAL), False, pool_size=(2, 2), strides=(2, 3))
     assert facts[0] == torch.float32
 
 
 @pytest.mark.parametrize("kind", LAYOUTS[2:])
 @pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad"])
-def test_other_layouts_and_autograd_like_3_15_1(kind: str, grad: bool) -> None:
+def test_other_layouts_and_autograd_like_upstream(kind: str, grad: bool) -> None:
     for shape in ((2, 4, 4, 3), (1, 5, 4, 1), (2, 1, 1, 4), (3, 4, 6, 2)):
         same(lambda shape=shape: layout(shape, kind, "float32", SPECIAL, requires_grad=grad), grad, pool_size=2,
              strides=(1, 2))
@@ -245,7 +240,7 @@ def test_other_layouts_and_autograd_like_3_15_1(kind: str, grad: bool) -> None:
     data_format=st.sampled_from(["channels_last", "channels_last", "channels_last", "channels_first", None]),
     values=st.lists(st.sampled_from(SPECIAL), min_size=1, max_size=12),
 )
-def test_like_3_15_1_property(data: Any, rank: int, kind: str, dtype: str, grad: bool, requires_grad: bool,
+def test_like_upstream_property(data: Any, rank: int, kind: str, dtype: str, grad: bool, requires_grad: bool,
                               padding: str, data_format: Any, values: list[float]) -> None:
     spatial = data.draw(st.lists(st.integers(1, 7 if rank < 5 else 4), min_size=rank - 2, max_size=rank - 2))
     shape = (data.draw(st.integers(1, 3)), *spatial, data.draw(st.integers(1, 5)))
@@ -256,8 +251,8 @@ def test_like_3_15_1_property(data: Any, rank: int, kind: str, dtype: str, grad:
          data_format=data_format)
 
 
-def test_errors_like_3_15_1() -> None:
-    # A window larger than the input ("valid"); the wrong ranks (3.15.1's own messages).
+def test_errors_like_upstream() -> None:
+    # A window larger than the input ("valid"); the wrong ranks (upstream's own messages).
     for shape, pool in (((2, 2, 2, 3), 3), ((2, 2, 5, 3), (1, 6)), ((2, 3), 2), ((1, 2, 2, 2, 2, 2), 1)):
         def make(shape: tuple[int, ...] = shape) -> Any:
             return torch.ones(shape)
@@ -265,12 +260,11 @@ def test_errors_like_3_15_1() -> None:
         patched = outcome(patched_max_pool, make, False, pool_size=pool)
         with without_view():
             assert outcome(patched_max_pool, make, False, pool_size=pool) == patched
-        if len(shape) == 4:
-            assert outcome(reference_max_pool, make, False, pool_size=pool) == patched
+        assert outcome(reference_max_pool, make, False, pool_size=pool) == patched
         assert patched[0] == "raised"
 
 
-def test_the_meta_device_like_3_15_1() -> None:
+def test_the_meta_device_like_upstream() -> None:
     def make() -> Any:
         return layout((2, 4, 4, 3), "dense", "float32", SPECIAL)
 
@@ -281,7 +275,7 @@ def test_the_meta_device_like_3_15_1() -> None:
     assert patched[:9] == expected[:9] and patched[4] == "meta"
 
 
-def test_tensor_subclasses_and_inference_mode_like_3_15_1() -> None:
+def test_tensor_subclasses_and_inference_mode_like_upstream() -> None:
     class Marked(torch.Tensor):
         pass
 
@@ -295,7 +289,7 @@ def test_tensor_subclasses_and_inference_mode_like_3_15_1() -> None:
          pool_size=2)
 
 
-def test_layers_like_3_15_1() -> None:
+def test_layers_like_upstream() -> None:
     keras.utils.set_random_seed(7)
     model = keras.Sequential([keras.Input((12, 12, 3)), keras.layers.Conv2D(4, 3), keras.layers.MaxPooling2D(2),
                               keras.layers.MaxPooling2D((2, 1), strides=(1, 2))])
@@ -308,6 +302,8 @@ def test_layers_like_3_15_1() -> None:
         return bits(torch.as_tensor(predicted)), called.stride(), bits(called)
 
     patched = facts()
-    with without_view():
+    # The fork with this patch off: upstream's max_pool in place of the patched one (the
+    # layers' op looks it up in `nn` at call time).
+    with upstream.upstream(nn, "max_pool"):
         assert facts() == patched
 

@@ -1,19 +1,23 @@
 """Patch torch-trainer-batch-size on the installed fork (torch backend only).
 
-3.15.1's `TorchTrainer.train_step` and `test_step` give the loss tracker
+Upstream's `TorchTrainer.train_step` and `test_step` give the loss tracker
 `next(i for i in tree.flatten(x) if i is not None).shape[0]`; the patch reads `x.shape[0]` for an
-exact `torch.Tensor` that the tree treats as a leaf. The patched methods, run on a stand-in
-model that records what the loss tracker gets, must give what that expression (written below)
-gives, or raise what it raises, and touch the inputs the same way, for inputs of every shape:
-tensors of any rank, subclasses, Parameters, numpy arrays, None, plain Python values, objects
-claiming to be tensors, nested in lists, tuples, dicts and namedtuples, with tensor types
-registered as tree nodes or not. Real models then train and evaluate with the same weighted
-loss as a by-hand computation, eagerly and under `jit_compile=True`.
+exact `torch.Tensor` that the tree treats as a leaf. The oracle is the release under test:
+upstream's own `train_step`/`test_step`, compiled from the unpatched sources into the installed
+module (`tests/equivalence/upstream.py`). The patched methods and upstream's, each run on a
+stand-in model that records what the loss tracker gets, must give the same, or raise the same,
+and touch the inputs the same way, for inputs of every shape: tensors of any rank, subclasses,
+Parameters, numpy arrays, None, plain Python values, objects claiming to be tensors, nested in
+lists, tuples, dicts and namedtuples, with tensor types registered as tree nodes or not. Real
+models then train and evaluate with the same weighted loss as a by-hand computation (and as with
+upstream's methods in place), eagerly and under `jit_compile=True`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import functools
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,23 +30,44 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-trainer-batch-size")
+NAME = "torch-trainer-batch-size"
+APPLIED = patch_applied(NAME)
 TORCH = keras.backend.backend() == "torch"
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-trainer-batch-size"),
     pytest.mark.skipif(not TORCH, reason="the patch changes the torch trainer only"),
 ]
+#: The methods the patch changes.
+METHODS = ("train_step", "test_step")
 
 if APPLIED and TORCH:
     import torch
-    from keras.src import tree
-    from keras.src.backend.torch.trainer import TorchTrainer
     from torch.utils import _pytree as torch_pytree
+
+    #: The torch trainer the patch rewrote (keras/src/backend/torch/trainer.py).
+    TorchTrainer = upstream.patched_module(NAME, "trainer.py").TorchTrainer
 
     class SubTensor(torch.Tensor):
         """A tensor subclass of the user's."""
+
+
+@functools.cache
+def upstream_method(method: str) -> Callable[..., Any]:
+    """Upstream's `TorchTrainer.<method>` of the release under test."""
+    return upstream.original(getattr(TorchTrainer, method))
+
+
+@contextmanager
+def patch_off() -> Iterator[None]:
+    """TorchTrainer with upstream's `train_step` and `test_step` (the patch off)."""
+    with contextlib.ExitStack() as stack:
+        for method in METHODS:
+            stack.enter_context(upstream.upstream(TorchTrainer, method))
+        yield
+
 
 #: What was done to the inputs themselves (`Probe`'s attribute reads), in order.
 EVENTS: list[str] = []
@@ -70,11 +95,6 @@ class Probe:
 
 
 Pair = collections.namedtuple("Pair", ["second", "first"])
-
-
-def reference_batch_size(x: Any) -> Any:
-    """The batch size 3.15.1's train_step/test_step hand the loss tracker (torch/trainer.py:59-61)."""
-    return next(i for i in tree.flatten(x) if i is not None).shape[0]
 
 
 class Recorder:
@@ -120,12 +140,9 @@ def patched(method: str, x: Any) -> tuple[object, ...]:
     return outcome(lambda: getattr(TorchTrainer, method)(Recorder(), (x, None, None)))
 
 
-def reference(x: Any) -> tuple[object, ...]:
-    def run() -> Any:
-        size = reference_batch_size(x)
-        return [(True, size, type(size))]
-
-    return outcome(run)
+def reference(method: str, x: Any) -> tuple[object, ...]:
+    """What upstream's `method` does with `x` on the same stand-in."""
+    return outcome(lambda: upstream_method(method)(Recorder(), (x, None, None)))
 
 
 @contextmanager
@@ -149,12 +166,11 @@ def registered(kind: type, children: Callable[[Any], list[Any]]) -> Iterator[Non
 
 
 def test_the_patch_is_in() -> None:
-    for method in (TorchTrainer.train_step, TorchTrainer.test_step):
-        source = inspect.getsource(method)
-        # The marker, and upstream's expression kept as the fallback (the guard itself is
-        # judged by behaviour below, not by its text).
-        assert source.count("# forkgen: torch-trainer-batch-size") == 1
-        assert source.count("i for i in tree.flatten(x) if i is not None") == 1
+    for method in METHODS:
+        # The marker (the guard itself is judged by behaviour below, not by its text), which
+        # the oracle, compiled from the release's own source, lacks.
+        assert inspect.getsource(getattr(TorchTrainer, method)).count(f"# forkgen: {NAME}") == 1
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(inspect.getmodule(TorchTrainer))
 
 
 def tensors() -> st.SearchStrategy[Any]:
@@ -184,8 +200,8 @@ def structures() -> st.SearchStrategy[Any]:
 
 
 @given(x=structures() if APPLIED and TORCH else st.none(), method=st.sampled_from(["train_step", "test_step"]))
-def test_like_3_15_1_on_any_input(x: Any, method: str) -> None:
-    assert patched(method, x) == reference(x)
+def test_like_upstream_on_any_input(x: Any, method: str) -> None:
+    assert patched(method, x) == reference(method, x)
 
 
 @given(
@@ -193,10 +209,10 @@ def test_like_3_15_1_on_any_input(x: Any, method: str) -> None:
     method=st.sampled_from(["train_step", "test_step"]),
     kind=st.sampled_from(["plain", "subclass"]),
 )
-def test_like_3_15_1_when_a_tensor_type_is_a_tree_node(x: Any, method: str, kind: str) -> None:
-    # 3.15.1 flattens a registered tensor type: its batch size is then its first child's.
+def test_like_upstream_when_a_tensor_type_is_a_tree_node(x: Any, method: str, kind: str) -> None:
+    # Upstream flattens a registered tensor type: its batch size is then its first child's.
     with registered(torch.Tensor if kind == "plain" else SubTensor, lambda t: [np.zeros((7, 2))]):
-        assert patched(method, x) == reference(x)
+        assert patched(method, x) == reference(method, x)
 
 
 def cases() -> list[tuple[str, Any]]:
@@ -223,24 +239,25 @@ CASES = cases() if APPLIED and TORCH else []
 
 @pytest.mark.parametrize("method", ["train_step", "test_step"])
 @pytest.mark.parametrize(("kind", "x"), CASES, ids=[kind for kind, _ in CASES])
-def test_like_3_15_1_on_each_kind(kind: str, x: Any, method: str) -> None:
-    expected = reference(x)
+def test_like_upstream_on_each_kind(kind: str, x: Any, method: str) -> None:
+    expected = reference(method, x)
     assert patched(method, x) == expected
     if kind == "tensor":
         assert expected[1] == [(True, 5, int)]
     if kind == "probe":
-        # 3.15.1 never asked the probe for its __class__, only for its shape.
+        # Upstream never asks the probe for its __class__, only for its shape.
         assert expected == ("ok", [(True, 4, int)], ["shape"])
 
 
-def test_a_registered_tensor_type_is_flattened_as_in_3_15_1() -> None:
+def test_a_registered_tensor_type_is_flattened_as_upstream_does() -> None:
     x = torch.zeros(5, 3)
     with registered(torch.Tensor, lambda t: [np.zeros((7,))]):
-        assert reference(x) == ("ok", [(True, 7, int)], [])
-        assert patched("train_step", x) == patched("test_step", x) == reference(x)
+        assert reference("train_step", x) == reference("test_step", x) == ("ok", [(True, 7, int)], [])
+        assert patched("train_step", x) == patched("test_step", x) == reference("train_step", x)
     sub = torch.zeros(5, 3).as_subclass(SubTensor)
     with registered(SubTensor, lambda t: [np.zeros((2,))]):
-        assert patched("train_step", sub) == reference(sub) == ("ok", [(True, 2, int)], [])
+        assert patched("train_step", sub) == reference("train_step", sub) == ("ok", [(True, 2, int)], [])
+        assert patched("test_step", sub) == reference("test_step", sub)
 
 
 # -- real models: the tracked loss is the batch-size-weighted mean ----------------------------
@@ -303,6 +320,20 @@ def test_evaluate_and_train_weigh_each_batch_by_its_size(inputs: str) -> None:
     assert model.train_on_batch(batches[2], targets[2], return_dict=True)["loss"] == pytest.approx(
         by_hand(model, [batches[2]], [targets[2]]), rel=1e-5
     )
+    # The same model and data with upstream's train_step/test_step in place (the steps look
+    # them up on every call): the very same tracked losses (lr=0: the weights never move).
+    fork = tracked_losses(model, x, y, batches, targets)
+    with patch_off():
+        assert tracked_losses(model, x, y, batches, targets) == fork
+
+
+def tracked_losses(model: Any, x: Any, y: Any, batches: list[Any], targets: list[Any]) -> list[float]:
+    return [
+        model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)["loss"],
+        model.test_on_batch(batches[2], targets[2], return_dict=True)["loss"],
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False).history["loss"][0],
+        model.train_on_batch(batches[2], targets[2], return_dict=True)["loss"],
+    ]
 
 
 def test_under_torch_compile() -> None:

@@ -1,18 +1,23 @@
 """Patch torch-tree-flat-fast-paths on the installed fork (torch backend only).
 
-Keras 3.15.1's torch `flatten(structure)` sorts a top-level dict through `_dict_to_ordered_dict`
-(which rebuilds every other node one level at a time) and then runs torch's `tree_flatten`; its
-`map_structure(func, *structures, none_is_leaf=True)` is one torch `tree_map` (with a wrapper
-that skips `None` when `none_is_leaf` is false). Both are restated below from that release. The
-fork's `keras.tree.flatten` and `keras.tree.map_structure` must give the same: equal results of
-the same types at every level, the very leaf objects, the same `func` calls in the same order,
-the same exceptions with the same messages, for flat and nested structures, namedtuples,
-OrderedDict/defaultdict, subclasses of list/tuple/dict, several structures, mismatched ones.
+The patch puts a fast path at the top of the torch tree's `flatten(structure)` and
+`map_structure(func, *structures, none_is_leaf=True)` (keras/src/tree/torchtree_impl.py) and
+keeps upstream's body below it. The oracle is the release under test itself: the same module
+with upstream's own `flatten` and `map_structure` (compiled from the unpatched sources,
+`tests/equivalence/upstream.py`) in place of the patched ones, i.e. the fork with this patch off.
+The fork's `flatten`/`map_structure`, called directly and through `keras.tree`, must give the
+same: equal results of the same types at every level, the very leaf objects, the same `func`
+calls in the same order, the same exceptions with the same messages, for flat and nested
+structures, namedtuples, OrderedDict/defaultdict, subclasses of list/tuple/dict, several
+structures, mismatched ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from collections import OrderedDict, defaultdict, namedtuple
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -21,9 +26,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-tree-flat-fast-paths")
+NAME = "torch-tree-flat-fast-paths"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-tree-flat-fast-paths"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch tree is used on the torch backend only"),
@@ -32,45 +39,29 @@ ACTIVE = APPLIED and keras.backend.backend() == "torch"
 
 if ACTIVE:
     import torch
-    from keras.src.tree import torchtree_impl as impl
     from torch.utils import _pytree as torch_tree
 
+    #: The torch tree module the patch rewrote (keras/src/tree/torchtree_impl.py).
+    impl = upstream.patched_module(NAME, "torchtree_impl.py")
 
-# Keras 3.15.1's logic (keras/src/tree/torchtree_impl.py: _dict_to_ordered_dict 23-54, flatten
-# 91-96, map_structure 126-146), restated.
-def reference_ordered(structure: Any) -> Any:
-    if type(structure) is dict:
-        return {key: structure[key] for key in sorted(structure.keys())}
-    if type(structure) is defaultdict:
-        return defaultdict(structure.default_factory, {key: structure[key] for key in sorted(structure.keys())})
-    children, spec = torch_tree.tree_flatten(structure, is_leaf=lambda x: x is not structure)
-    if spec.num_nodes == 1 and spec.num_leaves == 1:
-        return structure
-    return torch_tree.tree_unflatten([reference_ordered(child) for child in children], spec)
+#: The functions the patch changes: with upstream's versions of both, the patch is off.
+CHANGED = ("flatten", "map_structure")
 
 
-def reference_flatten(structure: Any) -> list[Any]:
-    return torch_tree.tree_flatten(reference_ordered(structure))[0]
+@contextlib.contextmanager
+def patch_off() -> Iterator[None]:
+    """The installed torch tree with upstream's `flatten` and `map_structure` (the release under
+    test's own, unpatched): `keras.tree` reaches them through the module, as it does the fork's."""
+    with contextlib.ExitStack() as stack:
+        for name in CHANGED:
+            stack.enter_context(upstream.upstream(impl, name))
+        yield
 
 
-def reference_map_structure(func: Any, *structures: Any, none_is_leaf: bool = True) -> Any:
-    if not structures:
-        raise ValueError("Must provide at least one structure")
-    mapped = func
-    if not none_is_leaf:
-
-        def skipping_none(*args: Any) -> Any:
-            if args[0] is None:
-                if not all(arg is None for arg in args):
-                    raise ValueError(
-                        "Structure mismatch: some arguments are None, others "
-                        f"are not. Received arguments: {args}."
-                    )
-                return None
-            return func(*args)
-
-        mapped = skipping_none
-    return torch_tree.tree_map(mapped, *structures)
+def upstream_flatten(structure: Any) -> list[Any]:
+    """Upstream's `flatten` of the release under test."""
+    with patch_off():
+        return impl.flatten(structure)  # type: ignore[no-any-return]
 
 
 Point = namedtuple("Point", "x y")
@@ -176,17 +167,44 @@ def test_the_fast_paths_are_on_exactly_with_the_torch_they_were_proven_on() -> N
     assert impl._FORKGEN_FLAT_FAST_PATHS is on
 
 
+def impl_flatten(structure: Any) -> Any:
+    return impl.flatten(structure)  # the module's, looked up at the call (the fork's or upstream's)
+
+
+def impl_map_structure(func: Any, *structures: Any, **kwargs: Any) -> Any:
+    return impl.map_structure(func, *structures, **kwargs)
+
+
+#: Both ways in: the patched function itself, and `keras.tree`'s (whose own short-cuts answer
+#: some structures before reaching it).
+FLATTENS = (impl_flatten, keras.tree.flatten)
+MAPS = (impl_map_structure, keras.tree.map_structure)
+
+
+def test_the_patch_changes_both_functions() -> None:
+    # The oracle differs from the fork in exactly the functions this patch rewrote.
+    for name in CHANGED:
+        installed = getattr(impl, name)
+        assert f"# forkgen: {NAME}" in inspect.getsource(installed)
+        assert upstream.original(installed).__code__.co_code != installed.__code__.co_code
+
+
 def check_flatten(structure: Any) -> None:
-    assert outcome(keras.tree.flatten, structure) == outcome(reference_flatten, structure)
+    got = [outcome(flatten, structure) for flatten in FLATTENS]
+    with patch_off():
+        expected = [outcome(flatten, structure) for flatten in FLATTENS]
+    assert got == expected
 
 
 def check_map(*structures: Any, **kwargs: Any) -> None:
-    for fail_at in (None, 1, 2):
-        ours, theirs = Recorder(fail_at), Recorder(fail_at)
-        got = outcome(keras.tree.map_structure, ours, *structures, **kwargs)
-        expected = outcome(reference_map_structure, theirs, *structures, **kwargs)
-        assert got == expected
-        assert ours.calls == theirs.calls
+    for map_structure in MAPS:
+        for fail_at in (None, 1, 2):
+            ours, theirs = Recorder(fail_at), Recorder(fail_at)
+            got = outcome(map_structure, ours, *structures, **kwargs)
+            with patch_off():
+                expected = outcome(map_structure, theirs, *structures, **kwargs)
+            assert got == expected
+            assert ours.calls == theirs.calls
 
 
 @given(FLAT)
@@ -241,11 +259,13 @@ def test_no_structure_and_a_truthy_non_bool_none_is_leaf() -> None:
 
 def test_func_stopping_iteration_gets_torchs_length_error() -> None:
     for structure in ([1, 2, 3], (1, 2, 3), {"b": 1, "a": 2, "c": 3}):
-        ours, theirs = Recorder(2, StopIteration), Recorder(2, StopIteration)
-        got = outcome(keras.tree.map_structure, ours, structure)
-        assert got == outcome(reference_map_structure, theirs, structure)
-        assert got[0] == "error" and got[1][0] is ValueError
-        assert ours.calls == theirs.calls
+        for map_structure in MAPS:
+            ours, theirs = Recorder(2, StopIteration), Recorder(2, StopIteration)
+            got = outcome(map_structure, ours, structure)
+            with patch_off():
+                assert got == outcome(map_structure, theirs, structure)
+            assert got[0] == "error" and got[1][0] is ValueError
+            assert ours.calls == theirs.calls
 
 
 def test_func_mutating_its_structure_sees_the_snapshot_torch_took() -> None:
@@ -262,8 +282,11 @@ def test_func_mutating_its_structure_sees_the_snapshot_torch_took() -> None:
 
         return outcome(map_structure, func, structure), seen, structure
 
-    for make in (lambda: [1, 2], lambda: {"a": 1, "b": 2}):
-        assert run(keras.tree.map_structure, make())[0:2] == run(reference_map_structure, make())[0:2]
+    for map_structure in MAPS:
+        for make in (lambda: [1, 2], lambda: {"a": 1, "b": 2}):
+            got = run(map_structure, make())[0:2]
+            with patch_off():
+                assert got == run(map_structure, make())[0:2]
 
 
 def test_leaves_are_the_objects_given() -> None:
@@ -281,8 +304,11 @@ def test_a_type_registered_at_run_time_is_seen_at_once() -> None:
     torch_tree.register_pytree_node(Box, lambda b: (b.items, None), lambda items, _: Box(*items))
     try:
         structure = (1, Box(2, 3))
-        assert keras.tree.flatten(structure) == reference_flatten(structure) == [1, 2, 3]
-        mapped = keras.tree.map_structure(lambda x: x * 10, [Box(1), 2])
-        assert type(mapped[0]) is Box and mapped[0].items == [10] and mapped[1] == 20
+        assert keras.tree.flatten(structure) == impl.flatten(structure) == upstream_flatten(structure) == [1, 2, 3]
+        check_flatten(structure)
+        check_flatten([Box(2), 3])
+        for map_structure in MAPS:
+            mapped = map_structure(lambda x: x * 10, [Box(1), 2])
+            assert type(mapped[0]) is Box and mapped[0].items == [10] and mapped[1] == 20
     finally:
         torch_tree._deregister_pytree_node(Box)

@@ -1,19 +1,21 @@
 """Patch torch-tree-leaf-shortcut on the installed fork (torch backend only).
 
-Keras 3.15.1's torch tree sorts a top-level dict in `_dict_to_ordered_dict` and otherwise
-flattens the structure one level with `torch_tree.tree_flatten`, returning a leaf as it is; the
-patch returns a leaf before that flatten. The patched function must give what a restatement of
-3.15.1's logic, written below, gives: the same node types, the same key order at every level, the
-same leaf objects, fresh copies where 3.15.1 made them, the same errors; and so must every
+The torch tree's `_dict_to_ordered_dict` (keras/src/tree/torchtree_impl.py) sorts a top-level
+dict and otherwise flattens the structure one level with `torch_tree.tree_flatten`, returning a
+leaf as it is; the patch returns a leaf before that flatten. The oracle is the release under
+test: upstream's own `_dict_to_ordered_dict`, compiled from the unpatched sources into the
+installed module (`tests/equivalence/upstream.py`), in the patched one's place. The patched
+function must give what it gives: the same node types, the same key order at every level, the
+same leaf objects, fresh copies where upstream makes them, the same errors; and so must every
 `keras.tree` function built on it.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 from collections import OrderedDict, defaultdict, deque, namedtuple
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -22,9 +24,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-tree-leaf-shortcut")
+NAME = "torch-tree-leaf-shortcut"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-tree-leaf-shortcut"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch tree is used on the torch backend only"),
@@ -33,9 +37,11 @@ ACTIVE = APPLIED and keras.backend.backend() == "torch"
 
 if ACTIVE:
     import torch
-    from keras.src.tree import torchtree_impl as impl
     from keras.src.utils import tracking
     from torch.utils import _pytree as torch_tree
+
+    #: The torch tree module the patch rewrote (keras/src/tree/torchtree_impl.py).
+    impl = upstream.patched_module(NAME, "torchtree_impl.py")
 
 Pair = namedtuple("Pair", ["right", "left"])
 
@@ -44,30 +50,16 @@ class Subdict(dict):  # type: ignore[type-arg]
     """A dict subclass: not a registered pytree node, so a leaf."""
 
 
+def upstream_ordering() -> Any:
+    """For a `with` block: the installed keras.tree with upstream's `_dict_to_ordered_dict` (the
+    release under test's own, whose recursion then reaches itself) in place of the fork's."""
+    return upstream.upstream(impl, "_dict_to_ordered_dict")
+
+
 def reference(structure: Any) -> Any:
-    """Keras 3.15.1's `_dict_to_ordered_dict` (keras/src/tree/torchtree_impl.py:23-54), restated:
-    a top-level dict or defaultdict comes back with its keys sorted (its values as they are);
-    anything else is flattened one level (every node below the root counts as a leaf), returned
-    as it is when that gives a single leaf, else rebuilt from its ordered children."""
-    kind = type(structure)
-    if kind is dict or kind is defaultdict:
-        ordered = {key: structure[key] for key in sorted(structure.keys())}
-        return ordered if kind is dict else defaultdict(structure.default_factory, ordered)
-    children, spec = torch_tree.tree_flatten(structure, is_leaf=lambda node: node is not structure)
-    if spec.num_nodes == 1 and spec.num_leaves == 1:
-        return structure
-    return torch_tree.tree_unflatten([reference(child) for child in children], spec)
-
-
-@contextmanager
-def upstream_ordering() -> Iterator[None]:
-    """The installed keras.tree with 3.15.1's `_dict_to_ordered_dict` in place of the fork's."""
-    patched = impl._dict_to_ordered_dict
-    impl._dict_to_ordered_dict = reference
-    try:
-        yield
-    finally:
-        impl._dict_to_ordered_dict = patched
+    """Upstream's `_dict_to_ordered_dict(structure)`, all the way down."""
+    with upstream_ordering() as ordered:
+        return ordered(structure)
 
 
 def names(structure: Any) -> dict[int, str]:
@@ -111,7 +103,7 @@ def outcome(call: Callable[[], Any], structure: Any) -> tuple[object, ...]:
 
 
 def both(call: Callable[[], Any], structure: Any) -> tuple[tuple[object, ...], tuple[object, ...]]:
-    """(the fork's outcome, 3.15.1's outcome) of `call`."""
+    """(the fork's outcome, upstream's outcome) of `call`."""
     fork = outcome(call, structure)
     with upstream_ordering():
         upstream = outcome(call, structure)
@@ -173,15 +165,22 @@ LEAVES = leaves() if ACTIVE else []
 
 # -- tests ---------------------------------------------------------------------------------------
 
+def functions(source: str) -> set[str]:
+    return {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+
+
 def test_the_patch_is_in() -> None:
     source = inspect.getsource(impl._dict_to_ordered_dict)
-    assert "# forkgen: torch-tree-leaf-shortcut" in source and "torch_tree.tree_flatten(" in source
-    # Only the short-cut: no nightly helper that would also sort nested dicts.
-    assert not hasattr(impl, "_dict_to_ordered_dict_with_changed")
+    assert f"# forkgen: {NAME}" in source
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(impl)
+    # Only the short-cut: no function the release lacks (e.g. a helper of a later release's
+    # rewrite, which also sorts nested dicts); forkgen's own helpers are `_forkgen_*`.
+    installed = {name for name in functions(inspect.getsource(impl)) if not name.startswith("_forkgen")}
+    assert installed == functions(upstream.upstream_source(impl))
 
 
 @pytest.mark.parametrize(("kind", "make"), LEAVES, ids=[kind for kind, _ in LEAVES])
-def test_a_leaf_comes_back_as_it_is_like_3_15_1(kind: str, make: Callable[[], Any]) -> None:
+def test_a_leaf_comes_back_as_it_is_like_upstream(kind: str, make: Callable[[], Any]) -> None:
     value = make()
     fork, upstream = both(lambda: impl._dict_to_ordered_dict(value), value)
     assert fork == upstream
@@ -190,7 +189,7 @@ def test_a_leaf_comes_back_as_it_is_like_3_15_1(kind: str, make: Callable[[], An
 
 
 @given(structure=STRUCTURES)
-def test_dict_to_ordered_dict_like_3_15_1(structure: Any) -> None:
+def test_dict_to_ordered_dict_like_upstream(structure: Any) -> None:
     expected = outcome(lambda: reference(structure), structure)
     assert expected[0] == "returned"  # every key is a str: nothing to refuse
     assert outcome(lambda: impl._dict_to_ordered_dict(structure), structure) == expected
@@ -209,7 +208,7 @@ def keep_lists(x: Any) -> Any:
 
 
 @given(structure=STRUCTURES)
-def test_keras_tree_functions_like_3_15_1(structure: Any) -> None:
+def test_keras_tree_functions_like_upstream(structure: Any) -> None:
     calls: list[Callable[[], Any]] = [
         lambda: keras.tree.flatten(structure),
         lambda: keras.tree.flatten_with_path(structure),
@@ -226,17 +225,22 @@ def test_keras_tree_functions_like_3_15_1(structure: Any) -> None:
         assert fork == upstream
 
 
-def test_nested_dicts_keep_3_15_1s_order_and_nodes_are_fresh_copies() -> None:
+def test_nested_dicts_keep_upstreams_order_and_nodes_are_fresh_copies_where_upstreams_are() -> None:
     # #23201 as merged sorts every level and hands unchanged nodes back as they are: not carried.
+    # Which input objects come back (and which are fresh copies) is part of what is compared.
     inner = {"d": 1, "c": 2}
     structure = {"b": inner, "a": [inner, (torch.ones(1),)]}
-    out = impl._dict_to_ordered_dict(structure)
-    assert list(out) == ["a", "b"] and out["b"] is inner and list(out["b"]) == ["d", "c"]
-    assert keras.tree.flatten(structure)[-2:] == [1, 2]  # "b": {"d": 1, "c": 2}, unsorted
     listed = [structure["a"][1]]
-    again = impl._dict_to_ordered_dict(listed)
-    assert again == listed and again is not listed and again[0] is not listed[0]
-    assert again[0][0] is listed[0][0]
+    for call, given_to in (
+        (lambda: impl._dict_to_ordered_dict(structure), structure),
+        (lambda: keras.tree.flatten(structure), structure),
+        (lambda: keras.tree.pack_sequence_as(structure, keras.tree.flatten(structure)), structure),
+        (lambda: impl._dict_to_ordered_dict(listed), listed),
+        (lambda: impl._dict_to_ordered_dict(inner), inner),
+    ):
+        fork, upstream = both(call, given_to)
+        assert upstream[0] == "returned", upstream
+        assert fork == upstream
 
 
 def test_errors_are_the_same() -> None:
@@ -247,7 +251,7 @@ def test_errors_are_the_same() -> None:
 
 
 def test_dicts_are_sorted_when_torch_registers_no_defaultdict() -> None:
-    # Older torch releases register no defaultdict (a leaf for tree_flatten): 3.15.1 sorts it all
+    # Older torch releases register no defaultdict (a leaf for tree_flatten): upstream sorts it all
     # the same, its dict test coming first, and so does the fork, whose short-cut comes after it.
     node = torch_tree.SUPPORTED_NODES.pop(defaultdict, None)
     try:
@@ -260,7 +264,7 @@ def test_dicts_are_sorted_when_torch_registers_no_defaultdict() -> None:
 
 
 def test_a_leaf_skips_the_flatten() -> None:
-    # The speed-up itself: 3.15.1 flattens a leaf one level; the fork does not flatten it at all.
+    # The speed-up itself: upstream flattens a leaf one level; the fork does not flatten it at all.
     counted: list[Any] = []
     flatten = torch_tree.tree_flatten
 
@@ -272,7 +276,7 @@ def test_a_leaf_skips_the_flatten() -> None:
     try:
         value = torch.ones(2)
         assert impl._dict_to_ordered_dict(value) is value and counted == []
-        assert reference(value) is value and counted == [value]
+        assert reference(value) is value and counted and all(tree is value for tree in counted)
         counted.clear()
         structure = [value, (1, None)]
         impl._dict_to_ordered_dict(structure)

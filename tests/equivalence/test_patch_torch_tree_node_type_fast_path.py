@@ -1,16 +1,20 @@
 """Patch torch-tree-node-type-fast-path on the installed fork (torch backend only).
 
-Keras 3.15.1's torch `is_nested(x)` is `not _tree_is_leaf(x)`, i.e. whether torch's
-`_get_node_type(x)` is a registered pytree node type. The patch answers `type(x) in
-SUPPORTED_NODES` for non-tuple types when its import-time gate holds. The patched function (and
-`keras.tree.is_nested`) must give what 3.15.1's logic, restated below, gives, for every object:
-tensors, containers, namedtuples and tuple subclasses, metaclasses that override the subclass
-checks, objects whose `__class__` lies, mocks, types registered at run time; with the same errors.
+The torch tree's `is_nested(x)` (keras/src/tree/torchtree_impl.py) is upstream's `not
+_tree_is_leaf(x)`, i.e. whether torch's `_get_node_type(x)` is a registered pytree node type;
+the patch answers `type(x) in SUPPORTED_NODES` for non-tuple types when its import-time gate
+holds. The oracle is the release under test: upstream's own `is_nested`, compiled from the
+unpatched sources into the installed module (`tests/equivalence/upstream.py`). The patched
+function (and `keras.tree.is_nested`, against `keras.tree.is_nested` with upstream's in place)
+must give what it gives, for every object: tensors, containers, namedtuples and tuple subclasses,
+metaclasses that override the subclass checks, objects whose `__class__` lies, mocks, types
+registered at run time; with the same errors.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from typing import Any
 from unittest import mock
@@ -21,9 +25,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-tree-node-type-fast-path")
+NAME = "torch-tree-node-type-fast-path"
+APPLIED = patch_applied(NAME)
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-tree-node-type-fast-path"),
     pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch tree is used on the torch backend only"),
@@ -32,14 +38,27 @@ ACTIVE = APPLIED and keras.backend.backend() == "torch"
 
 if ACTIVE:
     import torch
-    from keras.src.tree import torchtree_impl as impl
     from torch.utils import _pytree as torch_tree
+
+    #: The torch tree module the patch rewrote (keras/src/tree/torchtree_impl.py).
+    impl = upstream.patched_module(NAME, "torchtree_impl.py")
+
+
+@functools.cache
+def upstream_is_nested() -> Any:
+    """Upstream's `is_nested` of the release under test (its `_tree_is_leaf` is the module's)."""
+    return upstream.original(impl.is_nested)
 
 
 def reference(structure: Any) -> bool:
-    """Keras 3.15.1's `is_nested` (keras/src/tree/torchtree_impl.py:57-58 with `_tree_is_leaf`,
-    17-20), restated: torch's node type of the object is a registered pytree node type."""
-    return torch_tree._get_node_type(structure) in torch_tree.SUPPORTED_NODES
+    """Upstream's answer for `structure`."""
+    return upstream_is_nested()(structure)  # type: ignore[no-any-return]
+
+
+def keras_tree_upstream(structure: Any) -> bool:
+    """`keras.tree.is_nested` with upstream's `is_nested` in the module (the patch off)."""
+    with upstream.upstream(impl, "is_nested"):
+        return keras.tree.is_nested(structure)  # type: ignore[no-any-return]
 
 
 def outcome(function: Any, structure: Any) -> tuple[str, Any]:
@@ -117,6 +136,11 @@ def fixed_objects() -> list[Any]:
     ]
 
 
+def test_the_patch_is_in() -> None:
+    assert f"# forkgen: {NAME}" in inspect.getsource(impl.is_nested)
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(impl)
+
+
 def test_the_gate_is_on_with_torch_2_13() -> None:
     # The fast path must be live here, or the comparisons below would test upstream's line only.
     assert torch.__version__.split("+")[0] == "2.13.0"
@@ -124,11 +148,11 @@ def test_the_gate_is_on_with_torch_2_13() -> None:
     assert impl._forkgen_node_type_is_type() is True
 
 
-def test_fixed_objects_answer_like_3_15_1() -> None:
+def test_fixed_objects_answer_like_upstream() -> None:
     objects = fixed_objects()
     answers = [outcome(impl.is_nested, x) for x in objects]
     assert answers == [outcome(reference, x) for x in objects]
-    assert answers == [outcome(keras.tree.is_nested, x) for x in objects]
+    assert [outcome(keras.tree.is_nested, x) for x in objects] == [outcome(keras_tree_upstream, x) for x in objects]
     assert {a for a in answers if a[0] == "value"} == {("value", True), ("value", False)}
     assert ("error", (TypeError, "this type cannot be hashed")) in answers
 
@@ -179,7 +203,6 @@ def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 @given(st.recursive(_leaves(), _nodes, max_leaves=8))
-def test_generated_objects_answer_like_3_15_1(structure: Any) -> None:
-    expected = outcome(reference, structure)
-    assert outcome(impl.is_nested, structure) == expected
-    assert outcome(keras.tree.is_nested, structure) == expected
+def test_generated_objects_answer_like_upstream(structure: Any) -> None:
+    assert outcome(impl.is_nested, structure) == outcome(reference, structure)
+    assert outcome(keras.tree.is_nested, structure) == outcome(keras_tree_upstream, structure)

@@ -1,15 +1,19 @@
 """Patch torch-variable-value-fast-path on the installed fork (torch backend only).
 
 The patch puts a fast path above the torch `Variable.value` getter's body. The getter must
-return what a copy of 3.15.1's body, written below and called on the same variable in the same
-state, returns: the same object when that is a stored tensor, else a tensor of the same kind,
-values, dtype, device and requires_grad; in eager code, inside stateless and autocast scopes,
-under a meta device, for an uninitialised variable, for a subclass, with a monkeypatched
-global and from another thread.
+return what the release under test's own, unpatched getter (`upstream.original`, compiled from
+its sources into the installed core module, tests/equivalence/upstream.py; 3.x's
+`backend/torch/core.py`, keras-nightly's `backend/torch/ops/core.py`), called on the same
+variable in the same state, returns: the same object when that is a stored tensor, else a tensor
+of the same kind, values, dtype, device and requires_grad; in eager code, inside stateless and
+autocast scopes, under a meta device, for an uninitialised variable, for a subclass, with a
+monkeypatched global and from another thread.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import threading
 from collections.abc import Callable
@@ -22,9 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("torch-variable-value-fast-path")
+NAME = "torch-variable-value-fast-path"
+APPLIED = patch_applied(NAME)
 TORCH = keras.backend.backend() == "torch"
 pytestmark = [
     pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-variable-value-fast-path"),
@@ -36,28 +42,21 @@ if APPLIED and TORCH:
     from keras.src.backend.common import global_state
     from keras.src.backend.common import variables as common_variables
     from keras.src.backend.common.stateless_scope import StatelessScope
-    from keras.src.backend.torch import core
 
-    def reference_value(variable: Any) -> Any:
-        """3.15.1's getter body (written for this test), resolved through the same globals."""
+    #: The module the patch rewrote (the torch backend's core.py: 3.x's, or keras-nightly's
+    #: ops/core.py).
+    core = upstream.patched_module(NAME, "core.py")
 
-        def symbolic_stub(value: Any) -> Any:
-            if str(core.get_device()) == "meta" and str(value.device) != "meta":
-                return torch.nn.Parameter(
-                    torch.empty(size=variable._shape, dtype=core.to_torch_dtype(variable._dtype), device="meta"),
-                    requires_grad=variable.trainable,
-                )
-            return value
 
-        if core.in_stateless_scope():
-            held = core.get_stateless_scope().get_current_value(variable)
-            if held is not None:
-                return symbolic_stub(variable._maybe_autocast(held))
-        if variable._value is None:
-            value = variable._maybe_autocast(variable._initializer(variable._shape, dtype=variable._dtype))
-        else:
-            value = variable._maybe_autocast(variable._value)
-        return symbolic_stub(value)
+@functools.cache
+def _upstream_getter() -> Callable[[Any], Any]:
+    return upstream.original(core.Variable.value)
+
+
+def reference_value(variable: Any) -> Any:
+    """The release under test's own `Variable.value` getter, called on `variable` (run in the
+    installed core module: the same `in_stateless_scope`, `get_device` and `_maybe_autocast`)."""
+    return _upstream_getter()(variable)
 
 
 def same(got: Any, want: Any) -> None:
@@ -118,15 +117,30 @@ def body_functions() -> dict[str, Any]:
     }
 
 
+def test_the_patch_is_in_and_the_oracle_is_upstreams_getter() -> None:
+    assert f"# forkgen: {NAME}" in inspect.getsource(core.Variable.value.fget)
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(core)
+    getter = _upstream_getter()
+    assert getter.__code__ is not core.Variable.value.fget.__code__
+    assert not any(name.startswith("_forkgen") for name in getter.__code__.co_names)
+    assert "in_stateless_scope" in getter.__code__.co_names
+
+
 def test_the_fast_path_is_taken_for_keras_variables_and_layer_weights() -> None:
-    """`keras.Variable` and layer weights are instances of `keras.src.backend.Variable`, a
-    subclass of the torch core's `Variable`: the fast path must fire for them (a guard on the
-    exact class once kept it from ever firing)."""
+    """`keras.Variable` and layer weights are instances of `keras.src.backend.Variable`: on 3.x a
+    subclass of the torch core's `Variable`, on keras-nightly that class itself. The fast path
+    must fire for them and for a subclass that overrides nothing (a guard on the exact class
+    once kept it from ever firing on 3.x)."""
+
+    class Plain(core.Variable):  # type: ignore[misc,valid-type]
+        pass
+
     layer = keras.layers.Dense(3)
     layer.build((None, 4))
     getter = core.Variable.value.fget.__code__
-    for variable in (keras.Variable(1.0), layer.kernel, layer.bias):
-        assert type(variable) is not core.Variable and isinstance(variable, core.Variable)
+    plain = Plain(np.ones((2, 3), dtype="float32"))
+    for variable in (keras.Variable(1.0), layer.kernel, layer.bias, plain):
+        assert isinstance(variable, core.Variable)
         calls = python_calls(lambda v=variable: v.value)
         assert getter in calls
         assert not {name for name, code in body_functions().items() if code in calls}

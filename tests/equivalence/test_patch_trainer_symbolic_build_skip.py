@@ -1,19 +1,23 @@
 """Patch trainer-symbolic-build-skip on the installed fork (every backend).
 
-3.15.1's `Trainer._symbolic_build` always ends with `self._post_build()`; the fork returns
+Upstream's `Trainer._symbolic_build` always ends with `self._post_build()`; the fork returns
 before it when the four `*_unbuilt` flags are False and `_forkgen_post_build_is_noop(self)` says
-that call would change nothing. Twin models run the same steps, one with the installed
-`_symbolic_build`, the other with `reference_symbolic_build` below (3.15.1's logic, restated):
-after every step their observable state must match. On torch that is the model's
-`named_parameters()` and `_torch_params` (names, order, and which variable's current value each
-parameter *is*), through plain train/test/predict steps, variables whose `_value` was replaced,
-weights added after building, `_post_build`/`_track_variables` overrides (call counts) and
-stateless scopes, in hypothesis-chosen sequences. On jax/tensorflow/numpy `_post_build` is
-`Operation`'s `pass`: the helper says so, and overrides are still called on every step.
+that call would change nothing. The oracle is the release under test: upstream's own
+`_symbolic_build`, compiled from the unpatched sources into the installed module
+(`tests/equivalence/upstream.py`). Twin models run the same steps, one with the installed
+`_symbolic_build`, the other with upstream's: after every step their observable state must
+match. On torch that is the model's `named_parameters()` and `_torch_params` (names, order, and
+which variable's current value each parameter *is*), through plain train/test/predict steps,
+variables whose `_value` was replaced, weights added after building, `_post_build`/
+`_track_variables` overrides (call counts) and stateless scopes, in hypothesis-chosen sequences.
+On jax/tensorflow/numpy `_post_build` is `Operation`'s `pass`: the helper says so, and overrides
+are still called on every step.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import types
 from typing import Any
 
@@ -23,9 +27,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied
 
-APPLIED = patch_applied("trainer-symbolic-build-skip")
+NAME = "trainer-symbolic-build-skip"
+APPLIED = patch_applied(NAME)
 BACKEND = keras.backend.backend()
 TORCH = BACKEND == "torch"
 #: The numpy backend cannot train: its "train" steps evaluate (test_on_batch) instead.
@@ -34,24 +40,19 @@ pytestmark = pytest.mark.skipif(not APPLIED, reason="this fork does not apply tr
 
 if APPLIED:
     from keras.src.backend.common.stateless_scope import StatelessScope
-    from keras.src.trainers import trainer as trainer_module
+
+    #: The module the patch rewrote (keras/src/trainers/trainer.py).
+    trainer_module = upstream.patched_module(NAME, "trainers/trainer.py")
 
 #: Model-building examples are slow: a tenth of the profile's examples, at least 20.
 EXAMPLES = max(20, settings.default.max_examples // 10)
 
 
-def reference_symbolic_build(self: Any, iterator: Any = None, data_batch: Any = None) -> None:
-    """Keras 3.15.1's `Trainer._symbolic_build` (trainers/trainer.py:1125-1205), restated: the four
-    flags, the build of what is unbuilt, then `self._post_build()` whatever was built. The build
-    itself is the installed method's (where a flag is set, the fork runs upstream's code)."""
-    model_unbuilt = not all(layer.built for layer in self._flatten_layers())
-    compile_metrics_unbuilt = self._compile_metrics is not None and not self._compile_metrics.built
-    compile_loss_unbuilt = self._compile_loss is not None and not self._compile_loss.built
-    optimizer_unbuilt = self.optimizer is not None and not self.optimizer.built
-    if model_unbuilt or compile_metrics_unbuilt or compile_loss_unbuilt or optimizer_unbuilt:
-        trainer_module.Trainer._symbolic_build(self, iterator=iterator, data_batch=data_batch)
-        return
-    self._post_build()
+@functools.cache
+def upstream_symbolic_build() -> Any:
+    """Upstream's `Trainer._symbolic_build` of the release under test: the four flags, the build
+    of what is unbuilt, then `self._post_build()` whatever was built."""
+    return upstream.original(trainer_module.Trainer._symbolic_build)
 
 
 class Growing(keras.layers.Layer):
@@ -100,7 +101,7 @@ def make(kind: str = "plain", reference: bool = False) -> Any:
     # The numpy trainer has its own `_symbolic_build` (which the patch leaves alone): there both
     # twins run it.
     if reference and type(model)._symbolic_build is trainer_module.Trainer._symbolic_build:
-        model.__dict__["_symbolic_build"] = types.MethodType(reference_symbolic_build, model)
+        model.__dict__["_symbolic_build"] = types.MethodType(upstream_symbolic_build(), model)
     return model
 
 
@@ -184,6 +185,20 @@ def test_scenarios(kind: str, actions: list[str]) -> None:
     twins(kind, actions)
 
 
+def test_the_patch_is_in() -> None:
+    assert f"# forkgen: {NAME}" in inspect.getsource(trainer_module.Trainer._symbolic_build)
+    assert f"# forkgen: {NAME}" not in upstream.upstream_source(trainer_module)
+
+
+def test_the_twin_runs_upstreams_build() -> None:
+    # The reference twin's `_symbolic_build` is upstream's (where the backend's trainer uses
+    # `Trainer`'s at all), so the comparisons below are fork against upstream.
+    fork, reference = make(), make(reference=True)
+    if type(fork)._symbolic_build is trainer_module.Trainer._symbolic_build:
+        assert reference._symbolic_build.__func__ is upstream_symbolic_build()
+    assert "_symbolic_build" not in fork.__dict__
+
+
 def test_post_build_overrides_are_still_called_every_step() -> None:
     model = make("post_build")
     before = model.__dict__["counts"]["post_build"]
@@ -192,7 +207,7 @@ def test_post_build_overrides_are_still_called_every_step() -> None:
     if BACKEND != "tensorflow":
         # At least one call per train_on_batch/test_on_batch (predict_on_batch has no
         # _symbolic_build). TensorFlow's *_on_batch build only under a distribution strategy
-        # (`_maybe_symbolic_build`): there the count must only equal 3.15.1's, below.
+        # (`_maybe_symbolic_build`): there the count must only equal upstream's, below.
         assert model.__dict__["counts"]["post_build"] - before >= 3
     reference = make("post_build", reference=True)
     before_reference = reference.__dict__["counts"]["post_build"]
@@ -211,7 +226,7 @@ def test_the_helper_answers() -> None:
         assert trainer_module._forkgen_post_build_is_noop(model) is True
         return
     # A built model whose ParameterDict is current: the skip is taken, and the ParameterDict
-    # object is kept (3.15.1 would have replaced it by an equal fresh one: the one difference).
+    # object is kept (upstream would have replaced it by an equal fresh one: the one difference).
     assert trainer_module._forkgen_post_build_is_noop(model) is True
     held = model.__dict__["_modules"]["_torch_params"]
     step(model, "train")
@@ -225,7 +240,7 @@ def test_the_helper_answers() -> None:
     # A functional model tracks its variables when built at construction.
     assert trainer_module._forkgen_post_build_is_noop(fresh) is True
     del fresh.__dict__["_modules"]["_torch_params"]
-    assert trainer_module._forkgen_post_build_is_noop(fresh) is False  # 3.15.1 would build one
+    assert trainer_module._forkgen_post_build_is_noop(fresh) is False  # upstream would build one
     with StatelessScope():
         assert trainer_module._forkgen_post_build_is_noop(fresh) is True
     assert trainer_module._forkgen_post_build_is_noop(make("track")) is False

@@ -52,7 +52,7 @@ def test_rewrite_pin_keeps_comments_and_layout(tmp_path: Path) -> None:
 def test_rebase_moves_the_pin_after_the_equivalence_suite(project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     new = seed(project / "cache", "3.15.1")
     ran: list[Path] = []
-    monkeypatch.setattr(rebase_mod, "run_equivalence", lambda wheel, *args: ran.append(wheel))
+    monkeypatch.setattr(rebase_mod, "verify_release", lambda wheel, **kwargs: ran.append(wheel) or [])
     assert cli.main(["rebase", "3.15.1", "--sha256", new]) == 0
     out, err = capsys.readouterr()
     assert ran and ran[0].name == "keras-3.15.1+fastcallspec.1-py3-none-any.whl"
@@ -65,10 +65,10 @@ def test_failed_equivalence_leaves_the_pin(project: Path, monkeypatch: pytest.Mo
     new = seed(project / "cache", "3.15.1")
     before = (project / "pyproject.toml").read_text()
 
-    def fail(*args: object) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
         raise VerificationError("the equivalence suite fails on torch")
 
-    monkeypatch.setattr(rebase_mod, "run_equivalence", fail)
+    monkeypatch.setattr(rebase_mod, "verify_release", fail)
     assert cli.main(["rebase", "3.15.1", "--sha256", new]) == EXIT_VERIFY
     err = capsys.readouterr().err
     assert "error: rebase onto keras 3.15.1 failed at verify" in err and "the pin in" in err

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from forkgen import cli
-from forkgen.errors import EXIT_VERIFY
+from forkgen import cli, verify
+from forkgen.errors import EXIT_VERIFY, VerificationError
 from forkgen.verify import compare, junit_key, read_junit
 
 
@@ -130,3 +133,85 @@ def test_the_key_keeps_the_importable_part_of_an_installed_test() -> None:
         "keras.src.layers.layer_test.LayerTest::test_a"
     )
     assert junit_key("m.T", "test_b[x-y]") == "m.T::test_b[x-y]"
+
+
+# -- the equivalence suite's judgement: what failed, said as it is -----------------------------
+
+
+def pytest_junit(tmp_path: Path, files: dict[str, str]) -> tuple[Path, int]:
+    """Run real pytest on a small synthetic suite laid out as tests/equivalence/; its JUnit file
+    and exit code."""
+    suite = tmp_path / "suite"
+    for name, text in {"tests/__init__.py": "", "tests/equivalence/__init__.py": "", **files}.items():
+        (suite / name).parent.mkdir(parents=True, exist_ok=True)
+        (suite / name).write_text(text)
+    junit = tmp_path / "equivalence.xml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--continue-on-collection-errors",
+         "--rootdir", str(suite), "-c", os.devnull, f"--junitxml={junit}", "tests/equivalence"],
+        cwd=suite, capture_output=True, text=True,
+    )
+    return junit, result.returncode
+
+
+def test_a_passing_equivalence_run_gives_its_counts(tmp_path: Path) -> None:
+    junit, code = pytest_junit(tmp_path, {"tests/equivalence/test_patch_dtype_fast_paths.py": "def test_a():\n    pass\n"})
+    assert verify.judge_equivalence(junit, code, "keras 3.15.1 on torch") == verify.SuiteResult("equivalence", "1 passed")
+
+
+def test_a_test_module_that_does_not_import_is_reported_as_such_not_as_the_patch(tmp_path: Path) -> None:
+    junit, code = pytest_junit(tmp_path, {
+        "tests/equivalence/test_patch_torch_variable_value_fast_path.py": "from keras_moved_away import core\n",
+        "tests/equivalence/test_patch_dtype_fast_paths.py": "def test_a():\n    pass\n",
+    })
+    with pytest.raises(VerificationError) as caught:
+        verify.judge_equivalence(junit, code, "keras-nightly 3.16.0.dev2026102704 on torch")
+    message = caught.value.message
+    assert message.startswith("the equivalence suite cannot import 1 test module(s) on keras-nightly 3.16.0.dev2026102704 on torch")
+    assert "tests.equivalence.test_patch_torch_variable_value_fast_path" in message
+    assert "No module named 'keras_moved_away'" in message
+    assert "says nothing of the patch" in caught.value.hint and "slow path" not in caught.value.hint
+
+
+def test_a_behavioural_difference_names_the_patch_and_the_test(tmp_path: Path) -> None:
+    junit, code = pytest_junit(tmp_path, {
+        "tests/equivalence/test_patch_memoised_result_type.py": (
+            "def test_same_results():\n    assert 'float32' == 'float64', 'fork and upstream differ'\n"
+            "def test_fine():\n    pass\n"),
+        "tests/equivalence/test_models.py": "def test_model():\n    raise ValueError('outputs differ')\n",
+    })
+    with pytest.raises(VerificationError) as caught:
+        verify.judge_equivalence(junit, code, "keras 3.15.1 on torch")
+    message = caught.value.message
+    assert message.startswith("2 equivalence test(s) fail with the fork (keras 3.15.1 on torch): ")
+    assert "patch memoised-result-type: 1 test(s), e.g. tests.equivalence.test_patch_memoised_result_type::test_same_results" in message
+    assert "fork and upstream differ" in message
+    assert "patch callspec-fast-path (and the series): 1 test(s), e.g. tests.equivalence.test_models::test_model" in message
+    assert "behaves differently from the unpatched release" in caught.value.hint
+
+
+def test_a_run_that_wrote_no_results_says_it_did_not_run(tmp_path: Path) -> None:
+    with pytest.raises(VerificationError, match="the equivalence suite did not run .*pytest exit 9"):
+        verify.judge_equivalence(tmp_path / "missing.xml", 9, "keras 3.15.1 on torch", "equivalence: refusing to test: ...")
+
+
+def test_verify_passes_what_follows_the_double_dash_to_pytest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = tmp_path / "keras-3.15.1+fast.x-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    seen: dict[str, object] = {}
+
+    def stub(wheel: Path, **kwargs: object) -> list[verify.SuiteResult]:
+        seen.update(kwargs)
+        return [verify.SuiteResult("equivalence", "3 passed")]
+
+    monkeypatch.setattr(verify, "verify_release", stub)
+    argv = ["verify", "equivalence", "--wheel", str(wheel), "--upstream-src", str(tmp_path), "--work-dir", str(tmp_path / "w"),
+            "--backend", "jax", "--", "-k", "dtype", "--hypothesis-profile", "thorough"]
+    assert cli.main(argv) == 0
+    assert seen["pytest_args"] == ["-k", "dtype", "--hypothesis-profile", "thorough"]
+    assert seen["backends"] == ["jax"] and seen["suites"] == ["equivalence"]
+    assert capsys.readouterr().out == "equivalence: passed (3 passed)\n"
+    seen.clear()
+    assert cli.main(argv[: argv.index("--") + 1]) == 0  # a bare `--` (the nox sessions without posargs)
+    assert seen["pytest_args"] == []

@@ -97,7 +97,7 @@ def check(distribution: str, version: str, work: Path, analyze_only: bool = Fals
             return row
         row.applied = "yes"
         wheel = built.stdout.strip().splitlines()[-1]
-        row.equivalence = equivalence(wheel, version, work / f"venv-{version}")
+        row.equivalence = equivalence(wheel, version, work / f"venv-{version}", source)
         return row
     finally:
         row.seconds = time.monotonic() - started
@@ -108,7 +108,9 @@ def last_error(stderr: str) -> str:
     return (lines[-1][len("error: "):] if lines else stderr.strip().splitlines()[-1] if stderr.strip() else "?")[:200]
 
 
-def equivalence(wheel: str, version: str, env_dir: Path) -> str:
+def equivalence(wheel: str, version: str, env_dir: Path, source: str) -> str:
+    """The field matrix and the properties against `wheel`; `source` is the release's unpacked
+    sdist, the suite's oracle (tests/equivalence/upstream.py)."""
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = str(env_dir / "bin" / "python")
     requirements = [wheel, TORCH_SPEC, "pytest>=9", "hypothesis", *EXTRA_REQUIREMENTS.get(version, [])]
@@ -119,7 +121,8 @@ def equivalence(wheel: str, version: str, env_dir: Path) -> str:
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning",
          "tests/equivalence/test_field_matrix.py", "tests/equivalence/test_properties.py"],
         capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": "matrix", "FORKGEN_WHEEL": wheel},
+        env={**os.environ, "KERAS_BACKEND": "torch", "FORKGEN_HYPOTHESIS_PROFILE": "matrix", "FORKGEN_WHEEL": wheel,
+             "FORKGEN_UPSTREAM_SRC": source},
     )
     shutil.rmtree(env_dir, ignore_errors=True)
     summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else "no output"
@@ -136,6 +139,8 @@ def series_names() -> list[str]:
 
 
 ANALYZED = "analyzed only"
+#: The heading of COMPATIBILITY.md's record of verified rebases, kept by `write`.
+REBASES = "## Verified rebases"
 SHORT = {"applied": "applied", "upstream": "upstream", "not applicable": "n/a", "drift": "DRIFT"}
 
 
@@ -174,7 +179,10 @@ def write(rows: list[Row], output: Path) -> None:
     for r in rows:
         outcomes = " | ".join(SHORT.get(r.patches.get(n, "-"), r.patches.get(n, "-")) for n in names)
         lines.append(f"| {r.release} | {r.variant} | {outcomes} | {r.applied} | {r.equivalence} | {r.seconds:.0f} |")
-    output.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # The hand-kept record below the table (`forkgen rebase` runs, verified) survives a rewrite.
+    previous = output.read_text(encoding="utf-8") if output.exists() else ""
+    kept = previous[previous.index(REBASES):] if REBASES in previous else ""
+    output.write_text("\n".join(lines) + "\n" + ("\n" + kept if kept else ""), encoding="utf-8")
 
 
 def read(path: Path) -> list[Row]:

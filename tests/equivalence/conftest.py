@@ -9,6 +9,7 @@ with `--hypothesis-profile thorough` or FORKGEN_HYPOTHESIS_PROFILE.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -44,3 +45,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "tests/equivalence" in str(item.fspath).replace(os.sep, "/"):
                 item.add_marker(skip)
+
+
+class NotApplied(pytest.Module):
+    """A per-patch module (`test_patch_<name>.py`) whose patch the installed fork does not apply
+    (upstream, not applicable, or left out of the build): skipped without being imported, since
+    its code may name what only the releases the patch applies to have (3.0.0 has no
+    `keras.src.tree`, no `Input(optional=...)`)."""
+
+    reason = ""
+
+    def collect(self) -> list[pytest.Item]:
+        pytest.skip(self.reason, allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if not module_path.name.startswith("test_patch_") or not gate.fork_installed():
+        return None
+    from tests.equivalence import upstream
+
+    patch = module_path.stem[len("test_patch_"):].replace("_", "-")
+    outcomes = {p["name"]: p["outcome"] for p in upstream.provenance().get("patches", [])}
+    if outcomes.get(patch) == "applied":
+        return None
+    release = upstream.provenance()["upstream"]
+    module = NotApplied.from_parent(parent, path=module_path)
+    module.reason = (f"this fork does not apply {patch}: {outcomes.get(patch, 'not in the build')} on "
+                     f"{release['distribution']} {release['version']}")
+    return module

@@ -49,10 +49,11 @@ def _upstream_convert_to_tensor() -> Callable[..., Any]:
     return upstream.original(core.convert_to_tensor)
 
 
-def reference(x: Any, dtype: Any = None, sparse: Any = None, ragged: Any = None) -> Any:
+def reference(x: Any, *args: Any) -> Any:
     """The release under test's own `convert_to_tensor` (run in the installed core module: the
-    same `get_device`, `Variable` and `to_torch_dtype`)."""
-    return _upstream_convert_to_tensor()(x, dtype, sparse, ragged)
+    same `get_device`, `Variable` and `to_torch_dtype`), called as the fork's is (its parameters
+    are the release's: `ragged` came in 3.7)."""
+    return _upstream_convert_to_tensor()(x, *args)
 
 
 def outcome(convert: Callable[..., Any], make: Callable[[], Any], *args: Any) -> tuple[object, ...]:
@@ -98,7 +99,7 @@ def test_the_patch_is_in_and_the_test_it_drops_was_always_true() -> None:
     assert isinstance(core.get_device(), str)
     for name in ("cpu", "cpu:0", "meta", "cuda"):
         assert torch.device(name) != name
-    with keras.device("cpu:0"):
+    with core.device_scope("cpu:0"):
         assert isinstance(core.get_device(), str)
 
 
@@ -156,7 +157,7 @@ def test_like_upstream_on_every_kind_of_tensor(kind: str, make: Callable[[], Any
 def test_like_upstream_under_a_device_scope(kind: str, make: Callable[[], Any], device: str) -> None:
     # "cpu:0" makes `.to()` copy a CPU tensor, and "meta" moves everything to meta: upstream
     # too, since its test was True for these as for all.
-    with keras.device(device):
+    with core.device_scope(device):
         expected = outcome(reference, make, None)
         assert outcome(core.convert_to_tensor, make, None) == expected
         assert outcome(core.convert_to_tensor, make, "float64") == outcome(reference, make, "float64")

@@ -214,9 +214,13 @@ class Environment:
                 "(FORKGEN_TORCH_SPEC, FORKGEN_JAX_SPEC, FORKGEN_TENSORFLOW_SPEC) and your package index",
             )
 
-    def has_module(self, name: str) -> bool:
-        probe = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({name!r}) else 1)"
-        return run([self.python, "-c", probe], capture=True).returncode == 0
+    def has_file(self, package: str, relative: str) -> bool:
+        """Whether the installed top-level `package` holds `relative`, found without importing
+        it (importing keras would need its backend installed and chosen)."""
+        probe = ("import importlib.util, pathlib, sys; spec = importlib.util.find_spec(sys.argv[1]); "
+                 "sys.exit(0 if spec and spec.submodule_search_locations and "
+                 "(pathlib.Path(list(spec.submodule_search_locations)[0]) / sys.argv[2]).is_file() else 1)")
+        return run([self.python, "-c", probe, package, relative], capture=True).returncode == 0
 
 
 def environment(root: Path, requirements: Sequence[str], what: str) -> Environment:
@@ -382,7 +386,7 @@ def run_upstream(
     parity_script = project / "tests" / "parity" / "models.py"
     env = environment(work / f"upstream-{backend}", [*requirements.backend(backend, torch_spec), release.requirement],
                       f"{release} and the fork on {backend}")
-    ships = env.has_module("keras.src.layers.layer_test")
+    ships = env.has_file("keras", "src/layers/layer_test.py")
     run_tests = ships if tests is None else tests
     if run_tests and not ships:
         raise UsageError(f"{release} ships no tests of its own (the wheel has no keras/src/**/*_test.py)")

@@ -215,3 +215,16 @@ def test_verify_passes_what_follows_the_double_dash_to_pytest(tmp_path: Path, mo
     seen.clear()
     assert cli.main(argv[: argv.index("--") + 1]) == 0  # a bare `--` (the nox sessions without posargs)
     assert seen["pytest_args"] == []
+
+
+def test_an_environment_finds_a_packaged_file_without_importing_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # keras cannot be imported without its backend: the probe must not import the package.
+    package = tmp_path / "site" / "explodes"
+    (package / "src" / "layers").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('importing me needs a backend')\n")
+    (package / "src" / "layers" / "layer_test.py").write_text("")
+    env = verify.Environment(Path(sys.prefix))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    assert env.has_file("explodes", "src/layers/layer_test.py")
+    assert not env.has_file("explodes", "src/layers/missing_test.py")
+    assert not env.has_file("not_installed_anywhere", "src/layers/layer_test.py")

@@ -309,19 +309,15 @@ def test_evaluate_and_train_weigh_each_batch_by_its_size(inputs: str) -> None:
     # The batch-size weights matter here: the plain mean of the three batch losses differs.
     plain = float(np.mean([by_hand(model, [b], [t]) for b, t in zip(batches, targets, strict=True)]))
     assert plain != pytest.approx(expected, rel=1e-5)
-    assert model.test_on_batch(batches[2], targets[2], return_dict=True)["loss"] == pytest.approx(
-        by_hand(model, [batches[2]], [targets[2]]), rel=1e-5
-    )
     # Training: train_step reads the same batch size; an SGD step with lr=0 leaves the weights,
     # so the epoch's tracked loss is the same weighted mean.
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0), loss="mse")
     history = model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
     assert history.history["loss"][0] == pytest.approx(expected, rel=1e-5)
-    assert model.train_on_batch(batches[2], targets[2], return_dict=True)["loss"] == pytest.approx(
-        by_hand(model, [batches[2]], [targets[2]]), rel=1e-5
-    )
     # The same model and data with upstream's train_step/test_step in place (the steps look
-    # them up on every call): the very same tracked losses (lr=0: the weights never move).
+    # them up on every call): the very same tracked losses (lr=0: the weights never move),
+    # `test_on_batch` and `train_on_batch` included (what they report for one batch is the
+    # release's own: 3.12's loss tracker keeps the evaluate before it, 3.15's does not).
     fork = tracked_losses(model, x, y, batches, targets)
     with patch_off():
         assert tracked_losses(model, x, y, batches, targets) == fork

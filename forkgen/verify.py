@@ -374,6 +374,19 @@ def run_equivalence(
     return judge_equivalence(junit, result.returncode, f"{release} on {backend}")
 
 
+def plugin_path(upstream_dir: Path, work: Path) -> str:
+    """PYTHONPATH for Keras's own tests: the plugin's directory and a copy of forkgen's own
+    package, whose gate and test keys the plugin uses (the test environment holds Keras and its
+    test requirements, not forkgen; forkgen's modules the plugin imports need only the standard
+    library)."""
+    import forkgen
+
+    lib = work / "plugin-lib"
+    shutil.rmtree(lib, ignore_errors=True)
+    shutil.copytree(Path(forkgen.__file__).parent, lib / "forkgen", ignore=shutil.ignore_patterns("__pycache__"))
+    return os.pathsep.join([str(upstream_dir), str(lib)])
+
+
 def run_upstream(
     wheel: Path, backend: str, *, project: Path, work: Path, reports: Path, tests: bool | None = None,
     pytest_args: Sequence[str] = (), torch_spec: str | None = None,
@@ -398,14 +411,19 @@ def run_upstream(
     targets = requirements.UPSTREAM_TARGETS[backend]
     scratch = work / f"upstream-{backend}-cwd"  # nothing of the checkout on sys.path but the plugin
     scratch.mkdir(parents=True, exist_ok=True)
-    base = {"KERAS_BACKEND": backend, "PYTHONPATH": str(upstream_dir)}
+    base = {"KERAS_BACKEND": backend, "PYTHONPATH": plugin_path(upstream_dir, work)}
     expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": release.version}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
 
-    def pytest(workers: str, junit: Path, extra: dict[str, str]) -> None:
+    def pytest(workers: str, junit: Path, extra: dict[str, str], what: str) -> None:
         junit.unlink(missing_ok=True)
-        run([env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
-             "-n", workers, "-q", "--pyargs", *targets, *pytest_args, f"--junitxml={junit}"],
-            cwd=scratch, env={**base, **extra})
+        code = run([env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
+                    "-n", workers, "-q", "--pyargs", *targets, *pytest_args, f"--junitxml={junit}"],
+                   cwd=scratch, env={**base, **extra}).returncode
+        if not junit.is_file():
+            raise VerificationError(
+                f"Keras's own tests did not run with {what} on {backend} (pytest exit {code}, no results written)",
+                hint="pytest stopped before any test (a gate refused, or pytest could not start): see its output above",
+            )
 
     runs: dict[str, Path] = {}
     for kind in ("upstream", "patched"):
@@ -414,7 +432,7 @@ def run_upstream(
         if run_tests:
             runs[kind] = reports / f"upstream-tests-{backend}-{kind}.xml"
             log(f"Keras's own tests with {'the upstream wheel' if kind == 'upstream' else 'the fork'}: {' '.join(targets)}")
-            pytest(requirements.pytest_workers(), runs[kind], expect[kind])
+            pytest(requirements.pytest_workers(), runs[kind], expect[kind], f"the {kind} {release}")
         # The whole series on (the fork) and off (upstream): the same models, bit for bit.
         out = reports / f"parity-{backend}-{kind}.npz"
         if run([env.python, str(parity_script), "--out", str(out)], cwd=scratch, env=base).returncode != 0:
@@ -441,9 +459,12 @@ def run_upstream(
         for attempt in range(1, requirements.UPSTREAM_RERUNS + 1):
             log(f"rerun {attempt} of {requirements.UPSTREAM_RERUNS} of {len(first.regressions)} suspect(s) with the fork")
             rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"
-            pytest("1", rerun, {**expect["patched"], "FORKGEN_RERUN_TESTS": str(listing)})
-            if rerun.exists():  # a rerun that wrote nothing confirms nothing
-                reruns.append(rerun)
+            try:
+                pytest("1", rerun, {**expect["patched"], "FORKGEN_RERUN_TESTS": str(listing)}, "the suspects' rerun")
+            except VerificationError as error:  # a rerun that wrote nothing confirms nothing
+                log(error.message)
+                continue
+            reruns.append(rerun)
     judged = compare_files(label, runs["upstream"], runs["patched"], reports / f"upstream-tests-{backend}.json", reruns=reruns)
     return [*results, SuiteResult("upstream tests", f"{judged.patched.get('passed', 0)} passed with the fork, "
                                   f"regressions none, flaky {len(judged.flaky)}")]

@@ -228,3 +228,51 @@ def test_an_environment_finds_a_packaged_file_without_importing_the_package(tmp_
     assert env.has_file("explodes", "src/layers/layer_test.py")
     assert not env.has_file("explodes", "src/layers/missing_test.py")
     assert not env.has_file("not_installed_anywhere", "src/layers/layer_test.py")
+
+
+def test_the_upstream_plugin_finds_forkgen_in_an_environment_without_it(tmp_path: Path) -> None:
+    # Keras's own tests run in an environment of Keras and its test requirements; the plugin's
+    # gate imports forkgen's modules, which must come from the path verify gives it. `python -S`
+    # leaves out every site-packages, the one forkgen is installed in too.
+    upstream_dir = Path(__file__).resolve().parents[1] / "upstream"
+    plugin = (upstream_dir / "keras_upstream_plugin.py").read_text()
+    modules = sorted({line.split()[1] for line in plugin.splitlines() if line.strip().startswith("from forkgen")})
+    assert "forkgen.provenance" in modules and "forkgen.verify" in modules
+    probe = "import importlib, sys\nfor m in sys.argv[1:]:\n    print(importlib.import_module(m).__file__)\n"
+    bare = subprocess.run([sys.executable, "-S", "-c", probe, *modules], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(upstream_dir)}, check=False)
+    assert bare.returncode != 0 and "No module named 'forkgen'" in bare.stderr  # the probe can fail
+    found = subprocess.run([sys.executable, "-S", "-c", probe, *modules], cwd=tmp_path, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": verify.plugin_path(upstream_dir, tmp_path / "w")}, check=False)
+    assert found.returncode == 0, found.stderr
+    assert all(Path(line).is_relative_to(tmp_path / "w") for line in found.stdout.splitlines())
+
+
+def test_keras_tests_that_wrote_no_results_stop_verification_with_what_happened(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = tmp_path / "keras-3.15.1+fast.x-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    commands: list[list[str]] = []
+
+    class Env:
+        python = sys.executable
+
+        def has_file(self, package: str, relative: str) -> bool:
+            return True
+
+        def install(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    def fake_run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 3, "", "")  # INTERNALERROR, nothing written
+
+    monkeypatch.setattr(verify, "environment", lambda *a, **k: Env())
+    monkeypatch.setattr(verify, "release_of", lambda wheel: verify.Release("keras", "3.15.1", None))
+    monkeypatch.setattr(verify, "run", fake_run)
+    project = Path(__file__).resolve().parents[2]
+    with pytest.raises(VerificationError) as caught:
+        verify.run_upstream(wheel, "numpy", project=project, work=tmp_path / "w", reports=tmp_path / "r")
+    assert caught.value.exit_code == EXIT_VERIFY
+    assert caught.value.message == "Keras's own tests did not run with the upstream keras 3.15.1 on numpy (pytest exit 3, no results written)"
+    assert len(commands) == 1 and "pytest" in commands[0]

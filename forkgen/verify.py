@@ -394,7 +394,12 @@ def run_upstream(
     """Keras's own tests (where the release ships them, or as `tests` says) and whole-model
     parity, upstream wheel then the fork, in one environment; judged test by test (a suspect
     regression is rerun alone with the fork UPSTREAM_RERUNS times) and array by array."""
+    from forkgen.provenance import stale_problems
+
     release = release_of(wheel)
+    stale = stale_problems(wheel)
+    if stale:
+        raise VerificationError("; ".join(stale), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
     upstream_dir = project / "tests" / "upstream"
     parity_script = project / "tests" / "parity" / "models.py"
     env = environment(work / f"upstream-{backend}", [*requirements.backend(backend, torch_spec), release.requirement],

@@ -9,6 +9,7 @@ with `--hypothesis-profile thorough` or FORKGEN_HYPOTHESIS_PROFILE.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,22 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     module.reason = (f"this fork does not apply {patch}: {outcomes.get(patch, 'not in the build')} on "
                      f"{release['distribution']} {release['version']}")
     return module
+
+
+#: Keras's global state no test may leave set: the next test on the same worker would run inside
+#: it (a stateless scope, a torch device) and fail there, far from the cause.
+_SCOPED_STATE = ("stateless_scope", "torch_device")
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_scopes() -> Iterator[None]:
+    yield
+    if not gate.fork_installed():
+        return
+    from keras.src.backend.common import global_state
+
+    left = {name: global_state.get_global_attribute(name) for name in _SCOPED_STATE}
+    left = {name: value for name, value in left.items() if value is not None}
+    if left:
+        global_state.clear_session()
+        pytest.fail(f"the test left Keras's global state set: {left!r} (cleared now)")

@@ -236,14 +236,22 @@ def test_after_clear_session() -> None:
     global_state.set_global_attribute("stateless_scope", "before")
     keras.utils.clear_session()
     tracker = global_state.GLOBAL_STATE_TRACKER
-    assert type(tracker) is threading.local
-    assert global_state.get_global_attribute("stateless_scope") is None is reference("stateless_scope")
-    for name in ["stateless_scope", "torch_device", "__dict__", "__class__", Name("x"), 3]:
-        for default, set_to_default in [(None, False), (7, False), (7, True)]:
-            expected = run(reference, tracker, name, default, set_to_default)
-            actual = run(global_state.get_global_attribute, tracker, name, default, set_to_default)
-            assert actual == expected
-    assert global_state.get_global_attribute("torch_device") == 7  # stored by set_to_default above
+    try:
+        assert type(tracker) is threading.local
+        assert global_state.get_global_attribute("stateless_scope") is None is reference("stateless_scope")
+        for name in ["stateless_scope", "torch_device", "__dict__", "__class__", Name("x"), 3]:
+            for default, set_to_default in [(None, False), (7, False), (7, True)]:
+                expected = run(reference, tracker, name, default, set_to_default)
+                actual = run(global_state.get_global_attribute, tracker, name, default, set_to_default)
+                assert actual == expected
+        assert global_state.get_global_attribute("torch_device") == 7  # stored by set_to_default above
+    finally:
+        # set_to_default stored 7 as Keras's stateless scope and torch device: left there, the
+        # next test on this worker would fail on them (3.0's add_loss on `7.collect_losses`,
+        # torch's "Cannot access accelerator device" for device 7).
+        keras.utils.clear_session()
+    assert global_state.get_global_attribute("stateless_scope") is None
+    assert global_state.get_global_attribute("torch_device") is None
 
 
 def _in_thread(function: Callable[[], Any]) -> Any:

@@ -112,7 +112,7 @@ def body_functions() -> dict[str, Any]:
     return {
         "in_stateless_scope": core.in_stateless_scope.__code__,
         "get_device": core.get_device.__code__,
-        "_maybe_autocast": common_variables.Variable._maybe_autocast.__code__,
+        "_maybe_autocast": core.Variable._maybe_autocast.__code__,  # KerasVariable's before 3.7
         "get_autocast_scope": common_variables.get_autocast_scope.__code__,
     }
 

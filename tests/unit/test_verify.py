@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from forkgen import cli, verify
+from forkgen import cli, provenance, verify
 from forkgen.errors import EXIT_VERIFY, VerificationError
 from forkgen.verify import compare, junit_key, read_junit
+from tests.unit import test_gate as gate_cases
 
 
 def junit(path: Path, cases: dict[str, str]) -> Path:
@@ -230,22 +231,49 @@ def test_an_environment_finds_a_packaged_file_without_importing_the_package(tmp_
     assert not env.has_file("not_installed_anywhere", "src/layers/layer_test.py")
 
 
-def test_the_upstream_plugin_finds_forkgen_in_an_environment_without_it(tmp_path: Path) -> None:
+def test_the_upstream_plugins_gate_runs_in_an_environment_without_forkgen(tmp_path: Path) -> None:
     # Keras's own tests run in an environment of Keras and its test requirements; the plugin's
-    # gate imports forkgen's modules, which must come from the path verify gives it. `python -S`
-    # leaves out every site-packages, the one forkgen is installed in too.
+    # gate imports forkgen's provenance module from the path verify gives it. `python -S` leaves
+    # out every site-packages (forkgen's and codemods' too); a stand-in pytest gives the plugin
+    # what it uses at import and in its gate; a stand-in keras is the fork wheel installed, or
+    # another fork.
     upstream_dir = Path(__file__).resolve().parents[1] / "upstream"
-    plugin = (upstream_dir / "keras_upstream_plugin.py").read_text()
-    modules = sorted({line.split()[1] for line in plugin.splitlines() if line.strip().startswith("from forkgen")})
-    assert "forkgen.provenance" in modules and "forkgen.verify" in modules
-    probe = "import importlib, sys\nfor m in sys.argv[1:]:\n    print(importlib.import_module(m).__file__)\n"
-    bare = subprocess.run([sys.executable, "-S", "-c", probe, *modules], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(upstream_dir)}, check=False)
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    (stand_in / "pytest.py").write_text(
+        "import sys\n"
+        "def fixture(*args, **kwargs):\n    return lambda function: function\n"
+        "def exit(message, returncode):\n    print(message)\n    sys.exit(returncode)\n"
+    )
+    data = gate_cases.provenance()
+    wheel = gate_cases.fork_wheel(tmp_path / "dist" / "keras-3.15.1+fastcallspec.2-py3-none-any.whl", data)
+    ours = gate_cases.site(tmp_path / "ours", data)
+    other = gate_cases.site(tmp_path / "other", gate_cases.provenance(fork_version="3.15.1+other.1"))
+
+    def gate(path: str, installed: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-S", "-c", "import keras_upstream_plugin as p; p._gate()"], cwd=tmp_path,
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(stand_in), str(installed), path]), "FORKGEN_WHEEL": str(wheel)},
+        )
+
+    bare = gate(str(upstream_dir), ours)
     assert bare.returncode != 0 and "No module named 'forkgen'" in bare.stderr  # the probe can fail
-    found = subprocess.run([sys.executable, "-S", "-c", probe, *modules], cwd=tmp_path, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": verify.plugin_path(upstream_dir, tmp_path / "w")}, check=False)
-    assert found.returncode == 0, found.stderr
-    assert all(Path(line).is_relative_to(tmp_path / "w") for line in found.stdout.splitlines())
+    given = verify.plugin_path(upstream_dir, tmp_path / "w")
+    passed = gate(given, ours)
+    assert (passed.returncode, passed.stdout, passed.stderr) == (0, "", "")
+    refused = gate(given, other)
+    assert refused.returncode == 9 and refused.stdout.startswith("upstream_tests: refusing to test: the installed keras"), refused
+
+
+def test_a_stale_wheel_is_refused_before_any_environment_is_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = tmp_path / "keras-3.15.1+fast.x-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    monkeypatch.setattr(verify, "release_of", lambda wheel: verify.Release("keras", "3.15.1", None))
+    monkeypatch.setattr(verify, "environment", lambda *a, **k: pytest.fail("an environment was made"))
+    with pytest.raises(VerificationError, match="is not a wheel"):
+        verify.run_upstream(wheel, "torch", project=Path(__file__).resolve().parents[2], work=tmp_path / "w",
+                            reports=tmp_path / "r")
 
 
 def test_keras_tests_that_wrote_no_results_stop_verification_with_what_happened(
@@ -269,6 +297,7 @@ def test_keras_tests_that_wrote_no_results_stop_verification_with_what_happened(
 
     monkeypatch.setattr(verify, "environment", lambda *a, **k: Env())
     monkeypatch.setattr(verify, "release_of", lambda wheel: verify.Release("keras", "3.15.1", None))
+    monkeypatch.setattr(provenance, "stale_problems", lambda wheel: [])
     monkeypatch.setattr(verify, "run", fake_run)
     project = Path(__file__).resolve().parents[2]
     with pytest.raises(VerificationError) as caught:

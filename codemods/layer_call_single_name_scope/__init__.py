@@ -38,25 +38,23 @@ No switch: the condition depends only on `built` and the backend, both handled a
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Wrap
+from codemods.patchlib import AnchorDrift, Headers, Sources
 
-from codemods.layer_call_single_name_scope.single_scope import (
-    LAYER_PY,
-    NAME,
-    SingleNameScopeCommand,
-    Site,
-    analyze,
-    anchors,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-
-
-def _site(sources: Sources) -> Site:
-    return sources.analysed(NAME, LAYER_PY, analyze)
+LAYER_PY = "keras/src/layers/layer.py"
+ANCHOR = "with self._open_name_scope(): self._maybe_build(call_spec)"
+#: Keras 3.0-3.1 open the scope themselves (`_open_name_scope` came in 3.2).
+OLD_ANCHOR = "with backend.name_scope(self.name, caller=self): self._maybe_build(call_spec)"
+CALL = Anchor("Layer.__call__", "self._maybe_build(call_spec)", description="in Layer.__call__, scope inside _maybe_build")
+#: keras-nightly (#23301): `_maybe_build` opens the scope itself, after its early return.
+INNER_SCOPE = Anchor("Layer._maybe_build", "with self._open_name_scope(): ___",
+                     alternatives=("with backend.name_scope(self.name, caller=self): ___",), reported=False)
+#: `_maybe_build` starts by returning when built: what makes the scope around it empty then.
+EARLY_RETURN = "if self.built: return"
 
 
-class LayerCallSingleNameScope(Patch):
-    name = NAME
+class LayerCallSingleNameScope(DeclaredPatch):
+    name = "layer-call-single-name-scope"
     version = "1"
     headers = Headers(
         description="Layer.__call__ opens the layer's name scope around _maybe_build only while the layer "
@@ -68,20 +66,40 @@ class LayerCallSingleNameScope(Patch):
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
-    codemods = (SingleNameScopeCommand,)
+    codemod = "SingleNameScopeCommand"
+    #: Step 4 of `Layer.__call__` goes in the `else` of the guard of inserted.py.
+    edits = (
+        Wrap(Anchor("Layer.__call__", ANCHOR, alternatives=(OLD_ANCHOR,), description="step 4 of Layer.__call__"),
+             "build_step", form_line=True),
+    )
+    #: Nightly's shape: the bare call in `__call__`, the scope in `_maybe_build`. An unmarked
+    #: guard is no upstream shape: drift.
+    upstream_patterns = (CALL, INNER_SCOPE, Anchor("Layer.__call__", ANCHOR, 0, alternatives=(OLD_ANCHOR,)))
+    upstream_forms = False
+    names = {"backend": "layer.py's `from keras.src import backend` (not checked before the engine)"}
+    details = Details(
+        apply="guard the name scope around self._maybe_build(call_spec)",
+        present="the build-step scope is guarded (forkgen)",
+        upstream="Layer._maybe_build opens the name scope itself",
+    )
 
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources)
-        if site.scope is None:
-            return Check(Outcome.UPSTREAM, "Layer._maybe_build opens the name scope itself", anchors(site))
-        if site.guard is not None:
-            return Check(Outcome.APPLIED, "the build-step scope is guarded (forkgen)", anchors(site), present=True)
-        return Check(Outcome.APPLIED, "guard the name scope around self._maybe_build(call_spec)", anchors(site))
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        if not self.starts_with(sources, "Layer._maybe_build", EARLY_RETURN):
+            raise AnchorDrift(LAYER_PY, analysis.files[0].occurrences[0].line, EARLY_RETURN, "as the first statement of Layer._maybe_build",
+                              "another statement")
 
-    def apply(self, sources: Sources) -> None:
-        module = sources.module(LAYER_PY)
-        command = SingleNameScopeCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _site(sources))
-        sources.replace(LAYER_PY, command.transform_module(module))
+    def explain(self, sources: Sources, drift: AnchorDrift) -> None:
+        scopes = self.matches(sources, self.edits[0].anchor)
+        if len(scopes) > 1:  # worded as before the engine
+            raise AnchorDrift(LAYER_PY, scopes[0][1], ANCHOR, "exactly one in Layer.__call__", f"{len(scopes)}")
+        calls, nested = self.matches(sources, CALL), self.matches(sources, INNER_SCOPE)
+        if not scopes:
+            raise AnchorDrift(
+                LAYER_PY, calls[0][1] if calls else drift.line, ANCHOR,
+                f"`{ANCHOR}` in Layer.__call__, or nightly's scope inside _maybe_build",
+                f"{len(calls)} `self._maybe_build(call_spec)` and {len(nested)} scope(s) in _maybe_build",
+            )
 
 
 PATCH = LayerCallSingleNameScope()
+SingleNameScopeCommand = PATCH.command

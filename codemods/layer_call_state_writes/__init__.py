@@ -8,21 +8,14 @@ False to True there, so the patch guards each write with `if not <flag>:`, as up
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Wrap
+from codemods.patchlib import Headers
 
-from codemods.layer_call_state_writes.guard_state_writes import (
-    LAYER_PY,
-    NAME,
-    GuardStateWritesCommand,
-    Write,
-    analyze,
-    anchors,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+LAYER_PY = "keras/src/layers/layer.py"
 
 
-class LayerCallStateWrites(Patch):
-    name = NAME
+class LayerCallStateWrites(DeclaredPatch):
+    name = "layer-call-state-writes"
     version = "1"
     headers = Headers(
         description="Layer.__call__ writes self._called and self.built only while they are not yet True.",
@@ -33,26 +26,22 @@ class LayerCallStateWrites(Patch):
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
-    codemods = (GuardStateWritesCommand,)
-
-    def _writes(self, sources: Sources) -> list[Write]:
-        return sources.analysed(NAME, LAYER_PY, analyze)
-
-    def check(self, sources: Sources) -> Check:
-        writes = self._writes(sources)
-        if all(w.guard is not None and not w.ours for w in writes):
-            return Check(Outcome.UPSTREAM, "both writes are guarded by upstream's `if not ...:`", anchors(writes))
-        # Keras 3.0-3.9 guard `built` themselves (#20880 made it unconditional in 3.10): then
-        # only `_called` is ours to guard.
-        bare = [f"self.{w.attr}" for w in writes if w.bare is not None]
-        detail = f"guard {' and '.join(bare)}" if bare else "both writes guarded"
-        return Check(Outcome.APPLIED, detail, anchors(writes), not bare)
-
-    def apply(self, sources: Sources) -> None:
-        module = sources.module(LAYER_PY)
-        writes = self._writes(sources)
-        command = GuardStateWritesCommand(CodemodContext(filename=LAYER_PY), writes)
-        sources.replace(LAYER_PY, command.transform_module(module))
+    codemod = "GuardStateWritesCommand"
+    #: Each flag's one write in `Layer.__call__` goes inside its guard of inserted.py. The same
+    #: guard without forkgen's marker is upstream's: keras-nightly guards both (#23200), Keras
+    #: 3.0-3.9 guard `built` themselves (#20880 made it unconditional in 3.10), where only
+    #: `_called` is ours to guard.
+    edits = (
+        Wrap(Anchor("Layer.__call__", "self._called = True"), "called_write", label="self._called"),
+        Wrap(Anchor("Layer.__call__", "self.built = True"), "built_write", label="self.built"),
+    )
+    upstream_per_piece = True
+    details = Details(
+        apply="guard {todo}",
+        present="both writes guarded",
+        upstream="both writes are guarded by upstream's `if not ...:`",
+    )
 
 
 PATCH = LayerCallStateWrites()
+GuardStateWritesCommand = PATCH.command

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from codemods.callspec_fast_path.codemods import patch_source
+from codemods.layer_call_state_writes import PATCH as STATE_WRITES
+from codemods.patchlib import Sources
 from tests.support.synthetic import LAYER_V4
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,3 +42,19 @@ def test_libcst_tool_without_the_extension_is_the_base(tmp_path: Path) -> None:
             cwd=ROOT, capture_output=True, text=True, check=True,
         )
     assert target.read_text() == patch_source(LAYER_V4, extension=False).source
+
+
+def test_libcst_tool_runs_a_patch_declared_on_the_engine(tmp_path: Path) -> None:
+    # A DeclaredPatch's command is found by its package, through `codemods` in .libcst.codemod.yaml.
+    target = tmp_path / "layer.py"
+    target.write_text(LAYER_V4)
+    command = "layer_call_state_writes.GuardStateWritesCommand"
+    for expected in ("Transformed 1 files successfully", "Skipped 1 files"):
+        result = subprocess.run(
+            [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", command, str(target)],
+            cwd=ROOT, capture_output=True, text=True,
+        )
+        assert result.returncode == 0 and expected in result.stderr, result.stderr
+    sources = Sources(lambda path: LAYER_V4)
+    STATE_WRITES.apply(sources)
+    assert target.read_text() == sources.rendered()[STATE_WRITES.files[0]] != LAYER_V4

@@ -1,0 +1,1138 @@
+"""The patch engine: a patch declares its anchors and edits, the engine finds, edits and decides.
+
+A patch written on the engine is a `DeclaredPatch` subclass (its package's `__init__.py`) plus
+the code it inserts (`inserted.py`, one template function per piece, as before). It declares:
+
+- its `Patch` headers (`name`, `version`, `headers`, `files`, `requires`, `since`, `switch`);
+- `edits`: what it changes, each an edit of a closed set anchored on a code pattern:
+
+      Wrap(anchor, piece)           the anchor statement goes where the piece says `UPSTREAM`
+      InsertBefore(anchor, piece)   the piece's statements right before the anchor statement
+      InsertAfter(anchor, piece)    ... right after it
+      Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring)
+      Replace(anchor, piece)        the piece instead of the anchor statement (`UPSTREAM` in the
+                                    piece, if any, keeps the anchor there)
+      ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
+                                    (`UPSTREAM` in it keeps the anchor there)
+      Helper(anchor, piece)         module-level statements right after a module-level anchor
+
+- `details`: the one-line detail of each outcome (`Details`);
+- optionally `upstream_patterns` (anchors whose presence means the release carries the change;
+  count 0 for one that must be absent, `reported=False` for one left out of the outcome's
+  anchors), `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
+  `names` (names the inserted code uses that the patch binds itself, with how), `codemod` (the
+  name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
+  check of its own) and `explain` (a more telling word for drift), with `matches` and
+  `starts_with` to read the tree.
+
+An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
+pattern written as Python source, a statement or (`expression=True`) an expression, with an
+expected count (exactly one by default), and optionally `alternatives` (the same code in another
+release's words, matched in its place). In a function the pattern is looked for in every
+statement of its body, nested blocks included; in a class or the module, among its direct
+statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
+numbers and operators must be as written; whitespace, comments and parentheses are ignored;
+wildcards stand for code that may be anything:
+
+    __        any one expression, argument, element, parameter or statement
+    ___       any number of them, where a sequence goes: `f(___)`, `[___]`, a body `___`
+    __name    like `__`, and kept under `name` in the match's captures (two underscores and a
+              lower-case name that does not end with two underscores: dunders are plain names)
+
+A header a pattern leaves out matches anything: `def f(___): ___` matches any decorators and
+return annotation, `class C: ___` any bases. An `else:` it leaves out means no `else`. A body on
+the header's line (`if a: b()`) also matches the same body as an indented block.
+
+Layout: the inserted code is the piece's, comments included; upstream's statements are kept node
+for node; upstream's comment lines above an anchor statement move above the code inserted at it
+(as `patchlib.fill` does).
+
+What the engine derives from the declaration, the same way for every patch:
+
+- *Where each edit goes*, and the line of each anchor, from one codegen pass over the module
+  that stops at the last node it needs (`lines`): no second finder, no `ast` predicate.
+- *Drift*, worded by the engine: an anchor matching other than its expected count, a scope not
+  found exactly once, forkgen's piece present beside a piece missing (a partial presence), a
+  name the inserted code uses that nothing binds, a name it binds already in use.
+- *The outcome* (`DeclaredPatch.check`): each piece is *to apply*, *forkgen's* (its applied form,
+  which is the piece with the anchor in place of `UPSTREAM`, is there with its
+  `# forkgen: <patch>` marker) or *upstream's* (that same applied form without the marker).
+  All upstream's, or every upstream pattern matching, is *upstream*; all present is *applied,
+  present*; forkgen's beside to-apply is drift, and so is upstream's beside to-apply unless the
+  patch declares `upstream_per_piece` (independent pieces upstream made one at a time).
+  *Not applicable* comes from `since` and `requires`, which the series reads
+  (`codemods/series.py`).
+- *The libcst command* (`command`, named `codemod`): one per patch, a `DeclaredCommand` whose
+  single path-limited transformer visits only the statements leading to the edits; the package
+  exposes it (`Name = PATCH.command`) so `python -m libcst.tool codemod <package>.<Name> FILE`
+  runs it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import functools
+import importlib
+import importlib.resources
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, cast
+
+import libcst as cst
+import libcst.matchers as m
+from libcst._nodes.internal import CodegenState
+from libcst.codemod import CodemodContext, SkipFile
+
+from codemods.patchlib import (
+    PLACEHOLDER,
+    AnchorDrift,
+    AnchorReport,
+    BackportCommand,
+    Check,
+    Outcome,
+    Patch,
+    Sources,
+    ancestors,
+    marker,
+    statement_ancestors,
+    statements,
+    walk,
+)
+
+# -- patterns -----------------------------------------------------------------------------------
+
+ONE, MANY = "__", "___"
+_CAPTURE = re.compile(r"__[a-z][a-z0-9_]*")
+#: Nodes that are layout, not meaning: a compiled pattern ignores them.
+_LAYOUT = (
+    cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
+    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
+    cst.RightCurlyBrace, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual,
+)
+_LAYOUT_FIELDS = frozenset({"lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "indent"})
+
+
+def _is_placeholder_line(node: cst.CSTNode) -> bool:
+    """`UPSTREAM` alone on a line: where a template keeps upstream's statement."""
+    return (
+        isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Expr)
+        and isinstance(node.body[0].value, cst.Name) and node.body[0].value.value == PLACEHOLDER
+    )
+
+
+def _wildcard(node: cst.CSTNode) -> str | None:
+    """`__` or `___` when `node`, an item of a sequence, is one of them alone."""
+    inner: cst.CSTNode = node
+    if isinstance(inner, cst.SimpleStatementLine) and len(inner.body) == 1:
+        inner = inner.body[0]
+    if isinstance(inner, cst.Expr):
+        inner = inner.value
+    elif isinstance(inner, cst.Arg) and inner.keyword is None and inner.star == "":
+        inner = inner.value
+    elif isinstance(inner, cst.Element):
+        inner = inner.value
+    elif isinstance(inner, cst.Param) and inner.default is None and inner.annotation is None:
+        inner = inner.name
+    elif isinstance(inner, cst.Decorator):
+        inner = inner.decorator
+    return inner.value if isinstance(inner, cst.Name) and inner.value in (ONE, MANY) else None
+
+
+class _Compiler:
+    """Source nodes to libcst matchers: every field but layout, wildcards (in patterns) and the
+    `UPSTREAM` placeholder (in templates) replaced by what they stand for."""
+
+    def __init__(self, wildcards: bool, placeholder: Any = None) -> None:
+        self.wildcards = wildcards
+        self.placeholder = placeholder
+        self.captures: list[str] = []
+
+    def node(self, node: cst.CSTNode) -> Any:
+        if self.placeholder is not None and (
+            _is_placeholder_line(node) or isinstance(node, cst.Name) and node.value == PLACEHOLDER
+        ):
+            return self.placeholder
+        if isinstance(node, cst.SimpleStatementSuite) and self.wildcards:
+            # `if a: x` in a pattern is also `if a:` and `x` on the next line; `if a: ___`, any body.
+            if [_wildcard(s) for s in node.body] == [MANY]:
+                return m.DoNotCare()
+            small = [self.item(s) for s in node.body]
+            return m.SimpleStatementSuite(body=small) | m.IndentedBlock(body=[m.SimpleStatementLine(body=[s]) for s in small])
+        if isinstance(node, cst.Name) and self.wildcards:
+            if node.value == ONE:
+                return m.DoNotCare()
+            if node.value == MANY:
+                raise ValueError(f"`{MANY}` stands for any number of items: put it where a sequence goes")
+            if _CAPTURE.fullmatch(node.value) and not node.value.endswith("__"):
+                name = node.value[2:]
+                if name in self.captures:
+                    raise ValueError(f"metavariable `{node.value}` appears twice")
+                self.captures.append(name)
+                return m.SaveMatchedNode(m.DoNotCare(), name)
+        kwargs: dict[str, Any] = {}
+        for f in fields(node):
+            value = getattr(node, f.name)
+            if f.name in _LAYOUT_FIELDS or isinstance(value, cst.MaybeSentinel):
+                continue
+            if isinstance(value, _LAYOUT) and f.name != "relative":
+                continue
+            if self.wildcards and not value and (
+                isinstance(node, (cst.FunctionDef, cst.ClassDef)) and f.name in ("decorators", "returns", "bases", "keywords")
+            ):
+                continue  # a header the pattern leaves out matches anything
+            if isinstance(value, (list, tuple)):
+                if f.name == "relative":
+                    kwargs[f.name] = [m.Dot() for _ in value]
+                elif self.wildcards and isinstance(node, cst.Parameters) and f.name == "params" and [
+                    _wildcard(v) for v in value
+                ] == [MANY]:
+                    return m.DoNotCare()  # `(___)`: any parameters
+                else:
+                    kwargs[f.name] = [self.item(v) for v in value]
+            elif isinstance(value, cst.CSTNode):
+                kwargs[f.name] = self.node(value)
+            else:
+                kwargs[f.name] = value
+        return getattr(m, type(node).__name__)(**kwargs)
+
+    def item(self, node: cst.CSTNode) -> Any:
+        if self.placeholder is not None and _is_placeholder_line(node):
+            return self.placeholder
+        wildcard = _wildcard(node) if self.wildcards else None
+        if wildcard == MANY:
+            return m.ZeroOrMore()
+        if wildcard == ONE:
+            return m.DoNotCare()
+        return self.node(node)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A pattern compiled to a libcst matcher."""
+
+    source: str
+    matcher: Any
+    #: The libcst node type it matches (a cheap test before the matcher's; "": several).
+    kind: str
+    captures: tuple[str, ...]
+
+    def match(self, node: cst.CSTNode) -> Mapping[str, cst.CSTNode] | None:
+        """The captures when `node` matches (empty without metavariables), else None."""
+        if self.kind and type(node).__name__ != self.kind:
+            return None
+        if not self.captures:
+            return {} if m.matches(node, self.matcher) else None
+        found = m.extract(node, self.matcher)
+        return None if found is None else {k: cast(cst.CSTNode, v) for k, v in found.items()}
+
+
+@functools.cache
+def compile_pattern(source: str, expression: bool = False) -> Pattern:
+    """`source` (a statement, or with `expression` an expression) compiled to a matcher."""
+    text = textwrap.dedent(source).strip()
+    node: cst.CSTNode = cst.parse_expression(text) if expression else cst.parse_statement(text)
+    compiler = _Compiler(wildcards=True)
+    matcher = compiler.node(node)
+    if not isinstance(matcher, m.BaseMatcherNode) or _wildcard(node):
+        raise ValueError(f"pattern {source!r} is a wildcard alone: it would match anything")
+    return Pattern(text, matcher, type(node).__name__, tuple(compiler.captures))
+
+
+@functools.cache
+def compile_either(sources: tuple[str, ...], expression: bool = False) -> Pattern:
+    """Patterns that are alternatives, compiled to one (named by the first)."""
+    first, *others = (compile_pattern(s, expression) for s in sources)
+    if any(o.captures != first.captures for o in others):
+        raise ValueError(f"alternatives of {first.source!r} capture other names")
+    kind = first.kind if all(o.kind == first.kind for o in others) else ""
+    return Pattern(first.source, m.OneOf(first.matcher, *(o.matcher for o in others)), kind,
+                   first.captures) if others else first
+
+
+# -- anchors and edits --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A code pattern in a scope of a file, expected `count` times."""
+
+    #: Dotted path: "" (the module), "Class", "Class.method", "function".
+    scope: str
+    pattern: str
+    count: int = 1
+    expression: bool = False
+    #: How `forkgen analyze` describes it (default: where it is).
+    description: str | None = None
+    #: The file (default: the patch's first).
+    path: str | None = None
+    #: Other patterns that match in its place (the same code in another release's words).
+    alternatives: tuple[str, ...] = ()
+    #: As an upstream pattern: shown among the outcome's anchors (when found).
+    reported: bool = True
+
+    @property
+    def compiled(self) -> Pattern:
+        return compile_either((self.pattern, *self.alternatives), self.expression)
+
+    @property
+    def where(self) -> str:
+        return f"in {self.scope}" if self.scope else "at module level"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change of a patch: `piece` (a function of the template module) at `anchor`."""
+
+    anchor: Anchor
+    piece: str
+    #: What the outcome's detail calls this edit (`{todo}`); default: the anchor's pattern.
+    label: str | None = None
+    #: The line of an applied form is its first statement's (default: the anchor's in it).
+    form_line: bool = False
+
+    #: How drift counts the anchors not yet edited and those already edited, and names one of
+    #: the latter.
+    words: ClassVar[tuple[str, str, str] | None] = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.anchor.compiled.source
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """The statements that take the anchor statement's place (`UPSTREAM`: the anchor)."""
+        return [*piece, _PLACEHOLDER_LINE]
+
+
+_PLACEHOLDER_LINE = cst.SimpleStatementLine([cst.Expr(cst.Name(PLACEHOLDER))])
+#: A statement of a block (what has `leading_lines`).
+_Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+
+
+def _leading(statement: cst.CSTNode, lines_: Sequence[cst.EmptyLine]) -> Any:
+    """`statement` with `lines_` as its comment and blank lines above."""
+    return cast(_Statement, statement).with_changes(leading_lines=list(lines_))
+
+
+def _above(statement: cst.CSTNode) -> list[cst.EmptyLine]:
+    return list(cast(_Statement, statement).leading_lines)
+
+
+class Wrap(Edit):
+    """The anchor statement goes inside the piece, one statement with `UPSTREAM` in it."""
+
+    words = ("unguarded", "guarded", "a guard")
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        if len(piece) != 1 or _is_placeholder_line(piece[0]) or _placeholders(piece) != 1:
+            raise ValueError(f"{self.piece}: a Wrap piece is one statement with one `{PLACEHOLDER}` inside")
+        return list(piece)
+
+
+class InsertBefore(Edit):
+    """The piece's statements right before the anchor statement."""
+
+
+class InsertAfter(Edit):
+    """The piece's statements right after the anchor statement."""
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return [_PLACEHOLDER_LINE, *piece]
+
+
+class Replace(Edit):
+    """The piece's statements instead of the anchor statement (`UPSTREAM` in them keeps it)."""
+
+    words = ("not replaced", "replaced", "a replacement")
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        if _placeholders(piece) > 1:
+            raise ValueError(f"{self.piece}: at most one `{PLACEHOLDER}`")
+        return list(piece)
+
+
+class ReplaceExpression(Edit):
+    """The piece's expression instead of the anchor expression (`UPSTREAM` in it keeps it).
+
+    The piece is one statement, `return <expression>` or the expression alone; its marker is a
+    comment line above it, which goes above the statement holding the anchor."""
+
+    words = ("not replaced", "replaced", "a replacement")
+
+
+@dataclass(frozen=True)
+class Helper(Edit):
+    """The piece's statements at module level right after the anchor (a module-level statement),
+    `blank_lines` blank lines above them. The names they bind count as bound for the patch; bound
+    elsewhere in the module, they are drift."""
+
+    blank_lines: int = 2
+
+    def __post_init__(self) -> None:
+        if self.anchor.scope:
+            raise ValueError(f"{self.piece}: a Helper goes after a module-level anchor, not in {self.anchor.scope}")
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        first = _leading(piece[0], [*[cst.EmptyLine()] * self.blank_lines, *_above(piece[0])])
+        return [_PLACEHOLDER_LINE, first, *piece[1:]]
+
+
+class Prepend(Edit):
+    """The piece's statements first in the body of the function `scope` (after its docstring)."""
+
+    def __init__(self, scope: str, piece: str, label: str | None = None) -> None:
+        super().__init__(Anchor(scope, "", description=f"first statement of {scope}"), piece, label)
+
+    @property
+    def name(self) -> str:
+        return self.label or f"{self.anchor.scope}: first statement"
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return list(piece)
+
+
+def _placeholders(piece: Iterable[cst.CSTNode]) -> int:
+    return sum(1 for s in piece for n in walk(s) if isinstance(n, cst.Name) and n.value == PLACEHOLDER)
+
+
+@dataclass(frozen=True)
+class Details:
+    """The one-line detail of each outcome; `{todo}` in `apply` is the labels of the edits to
+    apply, joined with "and"."""
+
+    apply: str
+    present: str
+    upstream: str
+
+
+# -- templates ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _parsed_template(package: str, filename: str, source: str | None) -> cst.Module:
+    if source is None:
+        source = importlib.resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    return cst.parse_module(source)
+
+
+def template_pieces(package: str, filename: str, source: str | None = None) -> dict[str, tuple[cst.BaseStatement, ...]]:
+    """The body of every function of the template module, by name (as `patchlib.template_pieces`)."""
+    module = _parsed_template(package, filename, source)
+    return {
+        s.name.value: tuple(cst.ensure_type(s.body, cst.IndentedBlock).body)
+        for s in module.body if isinstance(s, cst.FunctionDef)
+    }
+
+
+# -- lines --------------------------------------------------------------------------------------
+
+
+class _Reached(Exception):
+    """Every node a line pass wanted is placed: the rest of the module need not be rendered."""
+
+
+class _NoRecord:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_RECORD = _NoRecord()
+
+
+class _LineState(CodegenState):
+    """Codegen that notes how many tokens precede each wanted node's first syntactic token
+    (where libcst's PositionProvider starts a node: after its comment lines and decorators)."""
+
+    def __init__(self, module: cst.Module, wanted: set[int]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.wanted = wanted
+        self.at: dict[int, int] = {}
+
+    def record_syntactic_position(  # type: ignore[override]
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> _NoRecord:
+        key = id(node)
+        if key in self.wanted:
+            self.wanted.discard(key)
+            self.at[key] = len(self.tokens)
+            if not self.wanted:
+                raise _Reached
+        return _NO_RECORD
+
+
+def lines(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, int]:
+    """The line of each of `nodes` (by id) in `module`, as `ast` numbers it (a def: its `def`).
+
+    One codegen pass over the module, which stops at the last node wanted."""
+    wanted = {id(n) for n in nodes if not isinstance(n, cst.Module)}
+    found = {id(n): 1 for n in nodes if isinstance(n, cst.Module)}
+    if not wanted:
+        return found
+    state = _LineState(module, set(wanted))
+    try:
+        module._codegen(state)
+    except _Reached:
+        pass
+    line, done = 1, 0
+    for key, index in sorted(state.at.items(), key=lambda item: item[1]):
+        line += "".join(state.tokens[done:index]).count("\n")
+        done = index
+        found[key] = line
+    missing = wanted - set(state.at)
+    assert not missing, f"{len(missing)} node(s) not in the module"
+    return found
+
+
+# -- finding ------------------------------------------------------------------------------------
+
+
+class State(enum.Enum):
+    TODO = "to apply"
+    OURS = "forkgen's"
+    THEIRS = "upstream's"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One place an edit goes, or went."""
+
+    edit: Edit
+    state: State
+    #: TODO: the anchor (for Prepend, the function); otherwise the applied form's first statement.
+    node: cst.CSTNode
+    #: The anchor's line (for Prepend and for an applied form without it, that form's).
+    line: int
+    #: For a ReplaceExpression: the statement holding the anchor.
+    statement: cst.CSTNode | None = None
+    #: The anchor's scope (the module, a class or a function).
+    scope: cst.CSTNode | None = None
+    captures: Mapping[str, cst.CSTNode] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileAnalysis:
+    """Where a patch's edits of one file go, or went."""
+
+    path: str
+    #: The path drift messages name (the file the codemod was given, when run alone).
+    shown: str
+    module: cst.Module
+    occurrences: tuple[Occurrence, ...]
+
+    @property
+    def todo(self) -> tuple[Occurrence, ...]:
+        return tuple(o for o in self.occurrences if o.state is State.TODO)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A patch's analysis of a tree: every file's, and the outcome."""
+
+    files: tuple[FileAnalysis, ...]
+    check: Check
+
+
+def _count(n: int) -> str:
+    return {1: "one", 2: "two", 3: "three"}.get(n, str(n))
+
+
+class _Scopes:
+    """The scopes of one module, each resolved once (exactly one, or drift)."""
+
+    def __init__(self, module: cst.Module, shown: str) -> None:
+        self.module = module
+        self.shown = shown
+        self._found: dict[str, cst.CSTNode] = {"": module}
+
+    def get(self, scope: str, anchor: str | None = None) -> cst.CSTNode:
+        """The class or def at dotted path `scope`; drift names `anchor` (default: `scope`)."""
+        if scope in self._found:
+            return self._found[scope]
+        *owners, name = scope.split(".")
+        owner = self.get(".".join(owners), anchor or scope)
+        found = [s for s in _direct(owner) if isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name]
+        if len(found) != 1:
+            classes = [s for s in found if isinstance(s, cst.ClassDef)]
+            # Worded as `patchlib.cst_function`: "exactly one class Layer", "exactly one def __call__".
+            kind = "class" if (classes if found else name[:1].isupper()) else "def"
+            raise AnchorDrift(self.shown, lines(self.module, [owner])[id(owner)], anchor or scope,
+                              f"exactly one {kind} {name}", f"{len(found)}")
+        self._found[scope] = found[0]
+        return found[0]
+
+
+def _direct(node: cst.CSTNode) -> Sequence[cst.BaseStatement]:
+    if isinstance(node, cst.Module):
+        return node.body
+    body = cast(cst.FunctionDef | cst.ClassDef, node).body
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _in_scope(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The statements an anchor of `scope` may be (a function: every one, at any depth)."""
+    if isinstance(scope, cst.FunctionDef):
+        yield from statements(scope.body)
+    else:
+        yield from _direct(scope)
+
+
+def _blocks(scope: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
+    """The statement sequences of `scope` an applied form may sit in."""
+    if isinstance(scope, cst.FunctionDef):
+        for node in statements(scope.body):
+            if isinstance(node, cst.IndentedBlock):
+                yield node.body
+    else:
+        yield _direct(scope)
+
+
+_BLOCK_FIELDS = frozenset({"body", "orelse", "handlers", "finalbody", "cases", "leading_lines"})
+
+
+def _expressions(statement: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of `statement` outside its blocks (a compound statement: its header)."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        yield from walk(statement)
+        return
+    for f in fields(statement):
+        if f.name in _BLOCK_FIELDS:
+            continue
+        value = getattr(statement, f.name)
+        for child in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(child, cst.CSTNode):
+                yield from walk(child)
+
+
+def _seq_kind(matcher: Any) -> str | None:
+    return type(matcher).__name__ if isinstance(matcher, m.BaseMatcherNode) else None
+
+
+# -- names --------------------------------------------------------------------------------------
+
+#: The fields of a node type that bind names ("bind"), bind and read them ("both"), or read
+#: them ("use"); a field left out holds no name (`a.b`: only `a` is read). Other types: read.
+_ROLES: dict[type[cst.CSTNode], tuple[tuple[str, str], ...]] = {
+    cst.Attribute: (("value", "use"),),
+    cst.Arg: (("value", "use"),),
+    cst.AssignTarget: (("target", "bind"),),
+    cst.AnnAssign: (("target", "bind"), ("annotation", "use"), ("value", "use")),
+    cst.AugAssign: (("target", "both"), ("value", "use")),
+    cst.For: (("target", "bind"), ("iter", "use"), ("body", "use"), ("orelse", "use")),
+    cst.CompFor: (("target", "bind"), ("iter", "use"), ("ifs", "use"), ("inner_for_in", "use")),
+    cst.NamedExpr: (("target", "bind"), ("value", "use")),
+    cst.AsName: (("name", "bind"),),
+    cst.FunctionDef: (("decorators", "use"), ("name", "bind"), ("params", "use"), ("returns", "use"), ("body", "use")),
+    cst.ClassDef: (("decorators", "use"), ("name", "bind"), ("bases", "use"), ("keywords", "use"), ("body", "use")),
+    cst.Param: (("name", "bind"), ("annotation", "use"), ("default", "use")),
+    cst.NameItem: (("name", "bind"),),
+    cst.ImportFrom: (("names", "use"),),
+}
+
+
+def names_of(nodes: Iterable[cst.CSTNode], into_defs: bool = True) -> tuple[set[str], set[str]]:
+    """(names read, names bound) in `nodes`, by a simple walk: a name bound anywhere in them
+    counts as bound everywhere in them. Without `into_defs`, a def or class binds its name only."""
+    used: set[str] = set()
+    bound: set[str] = set()
+
+    def visit(node: cst.CSTNode, role: str) -> None:
+        if isinstance(node, cst.Name):
+            if role != "use":
+                bound.add(node.value)
+            if role != "bind":
+                used.add(node.value)
+            return
+        if role != "use":
+            if isinstance(node, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
+                for child in node.children:
+                    visit(child, role)
+                return
+            role = "use"  # `a.b = ...`, `a[i] = ...` read `a`
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and not into_defs:
+            bound.add(node.name.value)
+            return
+        if isinstance(node, cst.ImportAlias):
+            target: cst.BaseExpression = node.asname.name if node.asname else node.name
+            while isinstance(target, cst.Attribute):
+                target = target.value
+            visit(target, "bind")
+            return
+        roles = _ROLES.get(type(node))
+        if roles is None:
+            for child in node.children:
+                visit(child, "use")
+            return
+        for name, child_role in roles:
+            value = getattr(node, name)
+            for child in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(child, cst.CSTNode):
+                    visit(child, child_role)
+
+    for node in nodes:
+        visit(node, "use")
+    return used, bound
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+# -- the declaration ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """An edit's piece, the template taking the anchor's place, and its applied form compiled
+    (one matcher per statement of the template; for an expression, one)."""
+
+    piece: tuple[cst.BaseStatement, ...]
+    template: tuple[cst.BaseStatement, ...]
+    matchers: tuple[Any, ...]
+    kinds: tuple[str | None, ...]
+    #: For a ReplaceExpression: the expression that takes the anchor's place.
+    expression: cst.BaseExpression | None = None
+
+
+#: What `DeclaredPatch._find` gives: the anchors (node, captures, statement holding an
+#: expression) and the applied forms (their statements, forkgen's?, statement holding one).
+_Anchors = list[tuple[cst.CSTNode, Mapping[str, cst.CSTNode], cst.CSTNode | None]]
+_Applied = list[tuple[list[cst.CSTNode], bool, cst.CSTNode | None]]
+
+
+class DeclaredPatch(Patch):
+    """A patch written as a declaration (see the module's docstring)."""
+
+    edits: ClassVar[tuple[Edit, ...]]
+    details: ClassVar[Details]
+    #: Anchors that, all found with their counts, show the release carries the change.
+    upstream_patterns: ClassVar[tuple[Anchor, ...]] = ()
+    #: A piece upstream made may stand beside pieces still to apply (they are independent).
+    upstream_per_piece: ClassVar[bool] = False
+    #: An applied form without forkgen's marker is upstream's (False: drift, upstream's change
+    #: having another shape, told by `upstream_patterns`).
+    upstream_forms: ClassVar[bool] = True
+    #: Names the inserted code reads that the patch binds itself: name -> how.
+    names: ClassVar[Mapping[str, str]] = {}
+    #: The template module beside the declaration, or its text (`template_source`).
+    template: ClassVar[str] = "inserted.py"
+    template_source: ClassVar[str | None] = None
+    #: The name of the patch's libcst command (default: from the patch's name).
+    codemod: ClassVar[str]
+    command: ClassVar[type[DeclaredCommand]]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "edits"):
+            return  # a base of declarations, not one
+        name = cls.__dict__.get("codemod") or "".join(p.title() for p in cls.name.split("-")) + "Command"
+        namespace = {"DESCRIPTION": cls.headers.description, "VERSION": cls.version, "PATCH": cls(),
+                     "__module__": cls.__module__, "__qualname__": name}
+        cls.codemod = name
+        cls.command = cast(type[DeclaredCommand], type(name, (DeclaredCommand,), namespace))
+        cls.codemods = (cls.command,)
+
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        """The escape hatch: a rule too semantic for a pattern (raise `AnchorDrift`). Runs on
+        every tree the patch applies to (present or not), after the engine's own checks."""
+
+    def explain(self, sources: Sources, drift: AnchorDrift) -> None:
+        """The escape hatch for drift: an anchor drifted and the tree is not upstream's either;
+        may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
+
+    def starts_with(self, sources: Sources, scope: str, pattern: str, path: str | None = None) -> bool:
+        """Whether the first statement of function `scope` (after a docstring) matches `pattern`."""
+        path = path or self.files[0]
+        body = _direct(_Scopes(sources.module(path), path).get(scope))
+        first = body[_docstring(body):][:1]
+        return bool(first) and compile_pattern(pattern).match(first[0]) is not None
+
+    def matches(self, sources: Sources, anchor: Anchor) -> list[tuple[cst.CSTNode, int]]:
+        """Each match of `anchor` in the tree with its line (drift when its scope is not found
+        exactly once; none when its file is absent)."""
+        path = self.file_of(anchor)
+        if not sources.exists(path):
+            return []
+        module = sources.module(path)
+        scope = _Scopes(module, path).get(anchor.scope)
+        if anchor.expression:
+            hits = [n for s in _in_scope(scope) for n in _expressions(s) if anchor.compiled.match(n) is not None]
+        else:
+            hits = [s for s in _in_scope(scope) if anchor.compiled.match(s) is not None]
+        at = lines(module, hits)
+        return [(n, at[id(n)]) for n in hits]
+
+    # -- the pieces
+
+    def compiled(self, edit: Edit) -> _Compiled:
+        return _compile_edit(type(self), edit)
+
+    def file_of(self, anchor: Anchor) -> str:
+        return anchor.path or self.files[0]
+
+    # -- finding
+
+    def analyze_module(self, module: cst.Module, path: str, shown: str | None = None) -> FileAnalysis:
+        """Where the edits of file `path` go in `module`, or went; drift when an anchor is not found
+        its expected number of times (`shown`: the path drift messages name)."""
+        shown = shown or path
+        scopes = _Scopes(module, shown)
+        found: list[tuple[Edit, cst.CSTNode, _Anchors, _Applied]] = []
+        wanted: list[cst.CSTNode] = []
+        for edit in self.edits:
+            if self.file_of(edit.anchor) == path:
+                scope = scopes.get(edit.anchor.scope)
+                anchors, applied = self._find(module, edit, scope)
+                found.append((edit, scope, anchors, applied))
+                wanted += [scope, *(a[0] for a in anchors), *(form[0] for form, _, _ in applied)]
+        at = lines(module, wanted)
+        occurrences: list[Occurrence] = []
+        for edit, scope, anchors, applied in found:
+            within = [{id(n) for s in form for n in walk(s)} for form, _, _ in applied]
+            bare = [a for a in anchors if not any(id(a[0]) in ids for ids in within)]
+            expected = edit.anchor.count
+            if len(bare) + len(applied) != expected:
+                # The first of them, as upstream's code has them; else the scope's line.
+                line = min([at[id(a[0])] for a in anchors] or [at[id(f[0])] for f, _, _ in applied] or [at[id(scope)]])
+                words = edit.words or ("to edit", "edited", "")
+                got = f"{len(bare)} {words[0]} and {len(applied)} {words[1]}" if edit.words or applied else f"{len(bare)}"
+                source = edit.anchor.compiled.source
+                raise AnchorDrift(shown, line, source, f"exactly {_count(expected)} `{source}` {edit.anchor.where}", got)
+            occurrences += [Occurrence(edit, State.TODO, n, at[id(n)], s, scope, c) for n, c, s in bare]
+            for (form, ours, statement), ids in zip(applied, within, strict=True):
+                inner = [a for a in anchors if id(a[0]) in ids]
+                line = at[id(inner[0][0])] if inner and not edit.form_line else at[id(form[0])]
+                if not ours and not self.upstream_forms:
+                    words = edit.words or ("to edit", "edited", "an edited form")
+                    raise AnchorDrift(shown, at[id(form[0])], edit.anchor.compiled.source,
+                                      f"{words[0]}, or {words[1]} by forkgen", f"{words[2]} without forkgen's marker")
+                occurrences.append(Occurrence(edit, State.OURS if ours else State.THEIRS, form[0], line, statement,
+                                              scope, inner[0][1] if inner else {}))
+        self._helper_names_free(module, shown, found)
+        return FileAnalysis(path, shown, module, tuple(occurrences))
+
+    def _find(self, module: cst.Module, edit: Edit, scope: cst.CSTNode) -> tuple[_Anchors, _Applied]:
+        """`edit`'s anchors in `scope` and its applied forms there."""
+        compiled = self.compiled(edit)
+        matchers, kinds = compiled.matchers, compiled.kinds
+        tag = marker(self.name)
+        anchors: _Anchors = []
+        applied: _Applied = []
+        if isinstance(edit, Prepend):
+            if not isinstance(scope, cst.FunctionDef):
+                raise ValueError(f"{self.name}: Prepend needs a function, not {edit.anchor.scope}")
+            body = _direct(scope)
+            form = list[cst.CSTNode](body[_docstring(body):][:len(matchers)])
+            if len(form) == len(matchers) and all(m.matches(s, x) for s, x in zip(form, matchers, strict=True)):
+                applied.append((list[cst.CSTNode](form), tag in module.code_for_node(form[0]), None))
+            else:
+                anchors.append((scope, {}, None))
+            return anchors, applied
+        pattern = edit.anchor.compiled
+        if isinstance(edit, ReplaceExpression):
+            for statement in _in_scope(scope):
+                for node in _expressions(statement):
+                    captures = pattern.match(node)
+                    if captures is not None:
+                        anchors.append((node, captures, statement))
+                    elif type(node).__name__ == kinds[0] and m.matches(node, matchers[0]):
+                        applied.append(([node], tag in module.code_for_node(statement), statement))
+            return anchors, applied
+        for statement in _in_scope(scope):
+            captures = pattern.match(statement)
+            if captures is not None:
+                anchors.append((statement, captures, None))
+        k = len(matchers)
+        for block in _blocks(scope):
+            for i in range(len(block) - k + 1):
+                if kinds[0] is not None and type(block[i]).__name__ != kinds[0]:
+                    continue
+                form = list[cst.CSTNode](block[i:i + k])
+                if all(m.matches(s, x) for s, x in zip(form, matchers, strict=True)):
+                    # forkgen's when the first statement it inserted carries its marker.
+                    mine = [s for s, t in zip(form, compiled.template, strict=True) if not _is_placeholder_line(t)]
+                    applied.append((form, bool(mine) and tag in module.code_for_node(mine[0]), None))
+        return anchors, applied
+
+    def _helper_names_free(self, module: cst.Module, shown: str,
+                           found: Sequence[tuple[Edit, cst.CSTNode, _Anchors, _Applied]]) -> None:
+        """Drift when a name a Helper binds is bound at module level other than by that helper."""
+        for edit, _, _, applied in found:
+            if not isinstance(edit, Helper):
+                continue
+            own = names_of(self.compiled(edit).piece, into_defs=False)[1]
+            helpers = {id(s) for form, _, _ in applied for s in form[1:]}
+            for statement in module.body:
+                clash = sorted(own & names_of([statement], into_defs=False)[1]) if id(statement) not in helpers else []
+                if clash:
+                    line = lines(module, [statement])[id(statement)]
+                    raise AnchorDrift(shown, line, ", ".join(clash), f"names free for {edit.piece} (forkgen's helper)",
+                                      "already bound")
+
+    # -- deciding
+
+    def analyze(self, sources: Sources) -> Analysis:
+        """The patch's analysis of the tree (memoised until a patch changes a file)."""
+        return sources.memoised(f"{self.name}:engine", lambda: self._analyze(sources))
+
+    def _analyze(self, sources: Sources) -> Analysis:
+        paths = list(dict.fromkeys(self.file_of(e.anchor) for e in self.edits))
+        try:
+            files = tuple(self.analyze_module(sources.module(p), p) for p in paths)
+        except AnchorDrift as drift:
+            # The anchors may be gone because upstream made the change.
+            upstream = self._upstream(sources)
+            if upstream is None:
+                self.explain(sources, drift)
+                raise
+            return Analysis((), Check(Outcome.UPSTREAM, self.details.upstream, upstream))
+        reports = tuple(self.report(f, o) for f in files for o in f.occurrences)
+        if not any(o.state is State.OURS for f in files for o in f.occurrences):
+            upstream = self._upstream(sources)
+            if upstream is not None:
+                return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, upstream))
+        if self.decide(files) is Outcome.UPSTREAM:
+            return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, reports))
+        for f in files:
+            self.check_names(f)
+        todo = list(dict.fromkeys(o.edit.name for f in files for o in f.todo))
+        detail = self.details.apply.format(todo=" and ".join(todo)) if todo else self.details.present
+        analysis = Analysis(files, Check(Outcome.APPLIED, detail, reports, present=not todo))
+        self.verify(sources, analysis)
+        return analysis
+
+    def report(self, analysis: FileAnalysis, occurrence: Occurrence) -> AnchorReport:
+        """How `forkgen analyze` shows one occurrence's anchor."""
+        edit = occurrence.edit
+        name = edit.name if isinstance(edit, Prepend) else edit.anchor.compiled.source
+        return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
+                            analysis.path if analysis.path != self.files[0] else "")
+
+    def _upstream(self, sources: Sources) -> tuple[AnchorReport, ...] | None:
+        """The upstream patterns' reports, when each is found its expected number of times."""
+        if not self.upstream_patterns:
+            return None
+        reports = []
+        for anchor in self.upstream_patterns:
+            path = self.file_of(anchor)
+            try:
+                hits = self.matches(sources, anchor)
+            except AnchorDrift:
+                return None
+            if not sources.exists(path) or len(hits) != anchor.count:
+                return None
+            if anchor.reported and hits:
+                reports.append(AnchorReport(anchor.compiled.source, hits[0][1], anchor.description or anchor.where,
+                                            path if path != self.files[0] else ""))
+        return tuple(reports)
+
+    def decide(self, files: Sequence[FileAnalysis]) -> Outcome:
+        """UPSTREAM when every piece is upstream's, else APPLIED; drift for a partial presence."""
+        found = [(f, o) for f in files for o in f.occurrences]
+        todo, ours, theirs = ([(f, o) for f, o in found if o.state is s] for s in (State.TODO, State.OURS, State.THEIRS))
+        if theirs and not todo and not ours:
+            return Outcome.UPSTREAM
+        if todo and (ours or theirs and not self.upstream_per_piece):
+            done = ours or theirs
+            f, o = todo[0]
+            raise AnchorDrift(
+                f.shown, o.line, self.name, "all pieces present or none" if ours else "all pieces upstream's or none",
+                f"{', '.join(dict.fromkeys(x.edit.name for _, x in done))} {done[0][1].state.value}, "
+                f"{', '.join(dict.fromkeys(x.edit.name for _, x in todo))} missing",
+            )
+        return Outcome.APPLIED
+
+    def check_names(self, analysis: FileAnalysis) -> None:
+        """Drift when code to insert reads a name nothing binds where it goes (the function it
+        goes into, the module, the builtins, the patch's helpers and declared `names`), or binds
+        a name that function already uses."""
+        declared = set(self.names) | _BUILTINS
+        for edit in self.edits:
+            if isinstance(edit, Helper):
+                declared |= names_of(self.compiled(edit).piece, into_defs=False)[1]
+        module_names: set[str] | None = None
+        for o in analysis.todo:
+            used, bound = names_of(self.compiled(o.edit).piece)
+            free = used - bound - declared - {PLACEHOLDER}
+            if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
+                free -= names_of([o.scope.params])[1]
+                if free or bound:
+                    scope_used, scope_bound = names_of([o.scope.body], into_defs=False)
+                    free -= scope_bound
+                    clash = sorted(bound & (scope_used | scope_bound))
+                    if clash:
+                        raise AnchorDrift(analysis.shown, o.line, f"{o.edit.anchor.scope}: {', '.join(clash)}",
+                                          f"names free for {o.edit.piece}", "used")
+            if free and module_names is None:
+                module_names = names_of(analysis.module.body, into_defs=False)[1]
+            missing = sorted(free - (module_names or set()))
+            if missing:
+                raise AnchorDrift(analysis.shown, o.line, ", ".join(missing),
+                                  f"bound where {o.edit.piece} goes ({o.edit.anchor.where} or at module level)",
+                                  "not bound")
+
+    # -- the Patch interface
+
+    def check(self, sources: Sources) -> Check:
+        return self.analyze(sources).check
+
+    def apply(self, sources: Sources) -> None:
+        for analysis in self.analyze(sources).files:
+            if analysis.todo:
+                command = self.command(CodemodContext(filename=analysis.path), analysis)
+                sources.replace(analysis.path, command.transform_module(sources.module(analysis.path)))
+
+    # -- editing
+
+    def plan(self, analysis: FileAnalysis) -> tuple[set[int], dict[int, Callable[[Any], Any]]]:
+        """(the ids of the nodes to visit, what to do on leaving each node edited)."""
+        plan: dict[int, Callable[[Any], Any]] = {}
+        targets: list[cst.CSTNode] = []
+        extra: set[int] = set()
+        for o in analysis.todo:
+            compiled = self.compiled(o.edit)
+            if isinstance(o.edit, ReplaceExpression):
+                assert o.statement is not None and compiled.expression is not None
+                _add(plan, o.node, functools.partial(_fill, compiled.expression))
+                _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
+                targets.append(o.statement)
+                extra |= ancestors(o.statement, o.node)
+            elif isinstance(o.edit, Prepend):
+                block = cast(cst.FunctionDef, o.node).body
+                _add(plan, block, functools.partial(_prepend, compiled.template))
+                targets.append(o.node)
+                extra.add(id(block))
+            else:
+                _add(plan, o.node, functools.partial(_splice, compiled.template))
+                targets.append(o.node)
+        return statement_ancestors(analysis.module, targets) | extra, plan
+
+
+@functools.cache
+def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
+    """`edit` of `patch` compiled, once per process."""
+    package = importlib.import_module(patch.__module__).__package__ or patch.__module__
+    piece = template_pieces(package, patch.template, patch.template_source).get(edit.piece)
+    if not piece:
+        raise ValueError(f"{patch.name}: no piece {edit.piece!r} in {patch.template}")
+    if marker(patch.name) not in cst.Module(body=[cast(_Statement, piece[0])]).code:
+        raise ValueError(f"{patch.name}: piece {edit.piece} carries no `{marker(patch.name)}` on its first statement")
+    if isinstance(edit, ReplaceExpression):
+        statement = piece[0]
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(piece) == 1 else None
+        if not isinstance(small, (cst.Expr, cst.Return)) or small.value is None:
+            raise ValueError(f"{patch.name}: {edit.piece}: a ReplaceExpression piece is one expression (or return)")
+        matcher = _Compiler(False, edit.anchor.compiled.matcher).node(small.value)
+        return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
+    template = tuple(edit.template(piece))
+    placeholder = None if isinstance(edit, Prepend) else edit.anchor.compiled.matcher
+    matchers = tuple(_Compiler(False, placeholder).item(s) for s in template)
+    return _Compiled(piece, template, matchers, tuple(_seq_kind(x) for x in matchers))
+
+
+def _add(plan: dict[int, Callable[[Any], Any]], node: cst.CSTNode, edit: Callable[[Any], Any]) -> None:
+    if id(node) in plan:
+        raise ValueError("two edits of one node: declare them as one Replace")
+    plan[id(node)] = edit
+
+
+def _docstring(body: Sequence[cst.BaseStatement]) -> int:
+    first = body[0] if body else None
+    return int(
+        isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Expr)
+        and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+class _Fill(cst.CSTTransformer):
+    def __init__(self, upstream: cst.CSTNode) -> None:
+        super().__init__()
+        self.upstream = upstream
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        if _is_placeholder_line(updated_node) and isinstance(self.upstream, cst.BaseStatement):
+            # Upstream's statement, node for node; the template's comment lines above `UPSTREAM` stay.
+            return self.upstream.with_changes(leading_lines=updated_node.leading_lines)
+        return updated_node
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if isinstance(self.upstream, cst.BaseExpression) and updated_node.value == PLACEHOLDER:
+            return self.upstream
+        return updated_node
+
+
+def _fill(template: cst.CSTNode, upstream: cst.CSTNode) -> Any:
+    return template.visit(_Fill(upstream))
+
+
+def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) -> Any:
+    """The statements of `template`, `UPSTREAM` replaced by `upstream`; upstream's comment lines
+    above it move above the first (as `patchlib.fill` does)."""
+    out = [cast(cst.BaseStatement, _fill(t, upstream)) for t in template]
+    out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
+    return out[0] if len(out) == 1 else cst.FlattenSentinel(out)
+
+
+def _prepend(piece: Sequence[cst.BaseStatement], block: cst.IndentedBlock) -> cst.IndentedBlock:
+    """`block` with `piece` first (after a docstring); the comment lines above the statement
+    that was first move above the piece."""
+    body = block.body
+    start = _docstring(body)
+    if start == len(body):
+        return block.with_changes(body=[*body, *piece])
+    first = body[start]
+    head = _leading(piece[0], [*_above(first), *_above(piece[0])])
+    return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, []), *body[start + 1:]])
+
+
+def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) -> Any:
+    """`statement` with `comments` (a piece's marker) right above it, below its own."""
+    return _leading(statement, [*_above(statement), *comments])
+
+
+class DeclaredCommand(BackportCommand):
+    """The libcst command of a `DeclaredPatch`: its edits of one file, by one transformer that
+    visits only the statements leading to them (the rest of the module is kept, not rebuilt)."""
+
+    PATCH: ClassVar[DeclaredPatch]
+
+    def __init__(self, context: CodemodContext, analysis: FileAnalysis | None = None) -> None:
+        """`analysis`: the patch's analysis of the module to transform, when the caller made it
+        (the series hands over its check's: the module is then not analysed again)."""
+        super().__init__(context)
+        self._given = analysis
+        self._path: set[int] = set()
+        self._plan: dict[int, Callable[[Any], Any]] = {}
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        analysis = self._given
+        if analysis is None or analysis.module is not tree:
+            patch, filename = self.PATCH, self.context.filename
+            path = next((f for f in patch.files if filename and filename.endswith(f)), patch.files[0])
+            try:
+                analysis = patch.analyze_module(tree, path, filename or path)
+            except AnchorDrift:
+                # Alone, the module is the tree: upstream's shape of it is no drift either.
+                if patch._upstream(Sources(lambda p: tree.code if p == path else None)) is None:
+                    raise
+                raise SkipFile(f"{patch.name}: upstream's already") from None
+            if patch.decide([analysis]) is Outcome.UPSTREAM:
+                raise SkipFile(f"{patch.name}: upstream's already")
+            if analysis.todo:
+                patch.check_names(analysis)
+        if not analysis.todo:
+            raise SkipFile(f"{self.PATCH.name}: applied already")
+        self._path, self._plan = self.PATCH.plan(analysis)
+        return super().transform_module_impl(tree)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self._path
+
+    def on_leave(self, original_node: Any, updated_node: Any) -> Any:
+        edit = self._plan.get(id(original_node))
+        return updated_node if edit is None else edit(updated_node)

@@ -1,0 +1,649 @@
+"""The patch engine (codemods/engine.py) on a small synthetic module: patterns, lines, each edit,
+counts, drift wording, markers and outcomes, name checks, the generated command."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Any
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext, CodemodTest, SkipFile
+
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    DeclaredPatch,
+    Details,
+    Edit,
+    Helper,
+    InsertAfter,
+    InsertBefore,
+    Prepend,
+    Replace,
+    ReplaceExpression,
+    Wrap,
+    compile_pattern,
+    lines,
+    names_of,
+)
+from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Sources, statements
+
+PATH = "pkg/mod.py"
+MODULE = textwrap.dedent(
+    '''\
+    """A module."""
+
+    from lib import helper
+
+
+    def anchor_fn():
+        return 1
+
+
+    class Box:
+        def __init__(self, value):
+            self.value = value
+            self.ready = False
+
+        def get(self, key, default=None):
+            """Look up key."""
+            # find it
+            found = helper(self.value, key)
+            if found is None:
+                return default
+            self.ready = True
+            return found
+
+        def other(self):
+            self.ready = True
+    '''
+)
+#: The pieces of the test patches (`inserted.py`'s shape: one function per piece).
+TEMPLATE = textwrap.dedent(
+    '''\
+    def guard(self):
+        if not self.ready:  # forkgen: test-patch
+            UPSTREAM
+
+
+    def count(self):
+        # forkgen: test-patch
+        self.lookups = getattr(self, "lookups", 0) + 1
+
+
+    def size(self):
+        self.size = len(self.value)  # forkgen: test-patch
+
+
+    def fast(self, key):
+        if key is None:  # forkgen: test-patch
+            return None
+
+
+    def checked(found):
+        assert found is not None  # forkgen: test-patch
+        UPSTREAM
+
+
+    def two():
+        return 2  # forkgen: test-patch
+
+
+    def cached(self, key):
+        # forkgen: test-patch
+        return _cache.get(key) or UPSTREAM
+
+
+    def helpers():
+        # forkgen: test-patch
+        _cache = {}
+
+
+    def rebinds(self):
+        found = None  # forkgen: test-patch
+
+
+    def unmarked(self):
+        self.size = 0
+    '''
+)
+HEADERS = Headers("A test patch.", "ours", None, "not-needed", None, "2026-12-01")
+DETAILS = Details(apply="edit {todo}", present="all in", upstream="upstream did it")
+
+
+def declare(*edits: Edit, **extra: Any) -> DeclaredPatch:
+    """A patch `test-patch` of `pkg/mod.py` made of `edits`, its pieces from TEMPLATE."""
+    namespace = {
+        "name": "test-patch", "version": "3", "headers": HEADERS, "files": (PATH,), "edits": edits,
+        "details": DETAILS, "template_source": TEMPLATE, "__module__": __name__, **extra,
+    }
+    cls = type("TestPatch", (DeclaredPatch,), namespace)
+    return cls()  # type: ignore[no-any-return]
+
+
+def sources(text: str) -> Sources:
+    return Sources(lambda path: text if path == PATH else None)
+
+
+def run(patch: DeclaredPatch, text: str) -> tuple[Check, str]:
+    """The patch's check on `text` and the text after its apply (unchanged if nothing to do)."""
+    tree = sources(text)
+    check = patch.check(tree)
+    if check.outcome is Outcome.APPLIED and not check.present:
+        patch.apply(tree)
+        return check, tree.rendered()[PATH]
+    return check, text
+
+
+def edited(old: str, new: str, text: str = MODULE) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def unmarked(text: str) -> str:
+    """`text` as upstream would write forkgen's change: without its marker."""
+    return text.replace("  # forkgen: test-patch", "").replace("        # forkgen: test-patch\n", "").replace(
+        "# forkgen: test-patch\n", "")
+
+
+def drift(patch: DeclaredPatch, text: str) -> str:
+    with pytest.raises(AnchorDrift) as caught:
+        patch.check(sources(text))
+    return str(caught.value)
+
+
+# -- patterns ------------------------------------------------------------------------------------
+
+
+def matches(pattern: str, code: str, expression: bool = False) -> bool:
+    node = cst.parse_expression(code) if expression else cst.parse_statement(code)
+    return compile_pattern(pattern, expression).match(node) is not None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "code", "expected"),
+    [
+        ("self.x = True", "self.x = True", True),
+        ("self.x = True", "self.x=True  # a comment", True),
+        ("self.x = True", "(self).x = (True)", True),
+        ("self.x = True", "self.x = 1", False),
+        ("self.x = True", "self.y = True", False),
+        ("self.x = True", "self.x = True; y = 1", False),
+        ("f(__)", "f(1)", True),
+        ("f(__)", "f(1, 2)", False),
+        ("f(__, ___)", "f(a, b, *c, k=3)", True),
+        ("f(__, ___)", "f()", False),
+        ("f(___)", "f()", True),
+        ("x = [___, 3]", "x = [1, 2, 3]", True),
+        ("x = [___, 3]", "x = [1, 2]", False),
+        ('x == "meta"', 'x == "meta"', True),
+        ('x == "meta"', "x == 'meta'", False),  # strings are as written
+        ("if a: ___", "if a:\n    b()\n    c()\n", True),
+        ("if a: b()", "if a:\n    b()\n", True),  # a body on the header's line is also the block's
+        ("if a: b()", "if a:\n    c()\n", False),
+        ("if a: ___", "if a:\n    b()\nelse:\n    c()\n", False),  # no `else:` in the pattern: none
+        ("if a: ___\nelse: ___", "if a:\n    b()\nelse:\n    c()\n", True),
+        ("def f(___): ___", "@cache\ndef f(a, *, b) -> int:\n    return a\n", True),  # any header
+        ("def f(___): ___", "async def f():\n    pass\n", False),
+        ("class C: ___", "class C(Base, metaclass=M):\n    x = 1\n", True),
+        ("def __init__(___): ___", "def __init__(self):\n    pass\n", True),  # a dunder is a name
+        ("def __init__(___): ___", "def init(self):\n    pass\n", False),
+        ("__x.append(__y)", "out.append(v + 1)", True),
+        ("import threading", "import threading as t", False),
+        ("from . import x", "from .. import x", False),
+    ],
+)
+def test_pattern(pattern: str, code: str, expected: bool) -> None:
+    assert matches(pattern, code) is expected
+
+
+def test_expression_pattern_and_captures() -> None:
+    pattern = compile_pattern("getattr(__obj, __name, None)", expression=True)
+    assert pattern.kind == "Call" and pattern.captures == ("obj", "name")
+    found = pattern.match(cst.parse_expression("getattr(TRACKER, name, None)"))
+    assert found is not None
+    assert found["obj"].deep_equals(cst.Name("TRACKER")) and found["name"].deep_equals(cst.Name("name"))
+    assert pattern.match(cst.parse_expression("getattr(TRACKER, name)")) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error"),
+    [("x = ___", "any number of items"), ("__", "a wildcard alone"), ("f(__a, __a)", "appears twice")],
+)
+def test_pattern_errors(pattern: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        compile_pattern(pattern)
+
+
+def test_a_pattern_is_compiled_once() -> None:
+    assert compile_pattern("self.x = True") is compile_pattern("self.x = True")
+
+
+# -- lines ---------------------------------------------------------------------------------------
+
+LINES = textwrap.dedent(
+    '''\
+    """Doc
+    string."""
+    import os; import sys
+
+
+    @decorator(
+        1,
+    )
+    # a comment between
+    def f(a,
+          b):
+        x = """
+        text
+        """
+        if a:  # trailing
+            pass
+        elif b:
+            y = (1 +
+                 2)
+        else:
+            try:
+                z = 3
+            except E:
+                raise
+            finally:
+                w = 4
+        return [
+            i for i in x
+        ]
+
+
+    class C:
+
+        # comment
+
+        attr = 1
+    '''
+)
+
+
+def test_lines_are_the_lines_ast_gives_every_statement() -> None:
+    module = cst.parse_module(LINES)
+    nodes = [n for n in statements(module) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
+    found = lines(module, nodes)
+    assert sorted(set(found.values())) == sorted({s.lineno for s in ast.walk(ast.parse(LINES)) if isinstance(s, ast.stmt)})
+    assert len(found) == len(nodes)
+    f = next(n for n in nodes if isinstance(n, cst.FunctionDef))
+    assert found[id(f)] == 10  # the `def`, below its decorator and the comment
+
+
+def test_lines_of_expressions_and_of_the_module() -> None:
+    module = cst.parse_module(LINES)
+    small = [s.body[-1] for s in statements(module) if isinstance(s, cst.SimpleStatementLine)]
+    operation = next(n for s in small for n in _nodes(s) if isinstance(n, cst.BinaryOperation))
+    comprehension = next(n for s in small for n in _nodes(s) if isinstance(n, cst.ListComp))
+    found = lines(module, [module, *small, operation, comprehension])
+    assert found[id(module)] == 1
+    assert [found[id(s)] for s in small][:4] == [1, 3, 12, 16]  # the docstring, `import sys`, `x = ...`, `pass`
+    assert (found[id(operation)], found[id(comprehension)]) == (18, 27)
+
+
+def _nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(node.children)
+    return found
+
+
+# -- each edit -----------------------------------------------------------------------------------
+
+WRAP = declare(Wrap(Anchor("Box.get", "self.ready = True"), "guard", label="self.ready"))
+WRAPPED = edited(
+    "        self.ready = True\n        return found\n",
+    "        if not self.ready:  # forkgen: test-patch\n            self.ready = True\n        return found\n",
+)
+BEFORE_LOOKUP = declare(InsertBefore(Anchor("Box.get", "found = helper(self.value, __)"), "count"))
+COUNTED = edited(
+    "        # find it\n        found = helper",
+    "        # find it\n        # forkgen: test-patch\n"
+    '        self.lookups = getattr(self, "lookups", 0) + 1\n        found = helper',
+)
+AFTER_VALUE = declare(InsertAfter(Anchor("Box.__init__", "self.value = __"), "size"))
+SIZED = edited(
+    "        self.value = value\n",
+    "        self.value = value\n        self.size = len(self.value)  # forkgen: test-patch\n",
+)
+PREPEND = declare(Prepend("Box.get", "fast"))
+PREPENDED = edited(
+    '        """Look up key."""\n        # find it\n',
+    '        """Look up key."""\n        # find it\n        if key is None:  # forkgen: test-patch\n'
+    "            return None\n",
+)
+REPLACE = declare(Replace(Anchor("Box.get", "return found"), "checked"))
+REPLACED = edited(
+    "        return found\n", "        assert found is not None  # forkgen: test-patch\n        return found\n"
+)
+REPLACE_ALL = declare(Replace(Anchor("anchor_fn", "return 1"), "two"))
+REPLACED_ALL = edited("    return 1\n", "    return 2  # forkgen: test-patch\n")
+EXPRESSION = declare(
+    ReplaceExpression(Anchor("Box.get", "helper(self.value, __)", expression=True), "cached"),
+    Helper(Anchor("", "def anchor_fn(): ___"), "helpers"),
+)
+CACHED = edited(
+    "        # find it\n        found = helper(self.value, key)\n",
+    "        # find it\n        # forkgen: test-patch\n        found = _cache.get(key) or helper(self.value, key)\n",
+    edited("    return 1\n\n\n", "    return 1\n\n\n# forkgen: test-patch\n_cache = {}\n\n\n"),
+)
+CASES = {
+    "wrap": (WRAP, WRAPPED, "self.ready"),
+    "insert before": (BEFORE_LOOKUP, COUNTED, "found = helper(self.value, __)"),
+    "insert after": (AFTER_VALUE, SIZED, "self.value = __"),
+    "prepend": (PREPEND, PREPENDED, "Box.get: first statement"),
+    "replace, keeping the statement": (REPLACE, REPLACED, "return found"),
+    "replace": (REPLACE_ALL, REPLACED_ALL, "return 1"),
+    "replace an expression, with a helper": (EXPRESSION, CACHED, "helper(self.value, __) and def anchor_fn(): ___"),
+}
+
+
+@pytest.mark.parametrize(("patch", "after", "todo"), CASES.values(), ids=CASES.keys())
+def test_each_edit(patch: DeclaredPatch, after: str, todo: str) -> None:
+    check, text = run(patch, MODULE)
+    assert (check.outcome, check.present, check.detail) == (Outcome.APPLIED, False, f"edit {todo}")
+    assert text == after
+    # Already applied: recognised by the pieces and their marker, nothing changes.
+    again, same = run(patch, after)
+    assert (again.outcome, again.present, again.detail, same) == (Outcome.APPLIED, True, "all in", after)
+    # The same change without forkgen's marker is upstream's.
+    upstream, _ = run(patch, unmarked(after))
+    assert (upstream.outcome, upstream.detail) == (Outcome.UPSTREAM, "upstream did it")
+
+
+def test_reports_name_each_anchor_at_its_line() -> None:
+    assert [(a.name, a.line, a.description, a.path) for a in WRAP.check(sources(MODULE)).anchors] == [
+        ("self.ready = True", 21, "in Box.get", "")
+    ]
+    # Once wrapped, the line is still the anchor's (inside the guard), not the guard's.
+    assert [a.line for a in WRAP.check(sources(WRAPPED)).anchors] == [22]
+    assert [(a.name, a.line, a.description) for a in PREPEND.check(sources(MODULE)).anchors] == [
+        ("Box.get: first statement", 15, "first statement of Box.get")
+    ]
+    assert [(a.name, a.line) for a in EXPRESSION.check(sources(MODULE)).anchors] == [
+        ("helper(self.value, __)", 18), ("def anchor_fn(): ___", 6)
+    ]
+
+
+class TestGeneratedCommand(CodemodTest):
+    TRANSFORM = WRAP.command
+
+    def test_the_command_makes_the_change(self) -> None:
+        self.assertCodemod(MODULE, WRAPPED)
+
+    def test_the_command_skips_an_applied_or_upstream_module(self) -> None:
+        self.assertCodemod(WRAPPED, WRAPPED, expected_skip=True)
+        self.assertCodemod(unmarked(WRAPPED), unmarked(WRAPPED), expected_skip=True)
+
+
+def test_one_command_per_patch_named_and_versioned() -> None:
+    command = WRAP.command
+    assert type(WRAP).codemods == (command,)
+    assert (command.__name__, command.VERSION, command.DESCRIPTION) == ("TestPatchCommand", "3", "A test patch.")
+    assert command.__module__ == __name__ and WRAP.codemod_versions() == {"TestPatchCommand": "3"}
+    named = declare(Wrap(Anchor("Box.get", "self.ready = True"), "guard"), codemod="GuardReadyCommand")
+    assert named.command.__name__ == "GuardReadyCommand" and type(named).codemod == "GuardReadyCommand"
+
+
+def test_the_transformer_visits_only_the_statements_leading_to_the_edit() -> None:
+    visited: list[cst.CSTNode] = []
+
+    class Recording(WRAP.command):  # type: ignore[name-defined,misc]  # a class made at run time
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            entered: bool = super().on_visit(node)
+            if entered:
+                visited.append(node)
+            return entered
+
+    module = cst.parse_module(MODULE)
+    assert Recording(CodemodContext()).transform_module(module).code == WRAPPED
+    kinds = [type(n).__name__ for n in visited]
+    # Module, class Box, its block, def get, its block, the write; nothing else (not `other`).
+    assert kinds == ["Module", "ClassDef", "IndentedBlock", "FunctionDef", "IndentedBlock", "SimpleStatementLine"]
+    assert cst.ensure_type(visited[3], cst.FunctionDef).name.value == "get"
+
+
+# -- counts and drift wording --------------------------------------------------------------------
+
+
+def test_counts() -> None:
+    both = declare(InsertBefore(Anchor("Box.get", "return __", count=2), "size"))
+    check, text = run(both, MODULE)
+    assert [(a.name, a.line) for a in check.anchors] == [("return __", 20), ("return __", 22)]
+    assert text.count("self.size = len(self.value)  # forkgen: test-patch\n") == 2
+    assert run(both, text)[0].present
+    three = declare(InsertBefore(Anchor("Box.get", "return __", count=3), "size"))
+    assert drift(three, MODULE) == "pkg/mod.py:20: anchor 'return __': expected exactly three `return __` in Box.get; found 2"
+
+
+@pytest.mark.parametrize(
+    ("patch", "text", "message"),
+    [
+        (WRAP, edited("        self.ready = True\n        return", "        return"),
+         "pkg/mod.py:15: anchor 'self.ready = True': expected exactly one `self.ready = True` in Box.get; "
+         "found 0 unguarded and 0 guarded"),
+        (WRAP, edited("        return found\n", "        self.ready = True\n        return found\n", WRAPPED),
+         "pkg/mod.py:22: anchor 'self.ready = True': expected exactly one `self.ready = True` in Box.get; "
+         "found 1 unguarded and 1 guarded"),
+        (AFTER_VALUE, edited("        self.ready = False\n", "        self.value = 0\n", SIZED),
+         "pkg/mod.py:12: anchor 'self.value = __': expected exactly one `self.value = __` in Box.__init__; "
+         "found 1 to edit and 1 edited"),
+        (declare(Helper(Anchor("", "def missing(): ___"), "helpers")), MODULE,
+         "pkg/mod.py:1: anchor 'def missing(): ___': expected exactly one `def missing(): ___` at module level; found 0"),
+        (declare(Wrap(Anchor("Bag.get", "self.ready = True"), "guard")), MODULE,
+         "pkg/mod.py:1: anchor 'Bag.get': expected exactly one class Bag; found 0"),
+        (declare(Wrap(Anchor("Box.put", "self.ready = True"), "guard")), MODULE,
+         "pkg/mod.py:10: anchor 'Box.put': expected exactly one def put; found 0"),
+        (WRAP, MODULE + "\n\nclass Box:\n    pass\n",
+         "pkg/mod.py:1: anchor 'Box.get': expected exactly one class Box; found 2"),
+    ],
+    ids=["anchor gone", "anchor twice, once wrapped", "anchor twice, once edited", "helper anchor gone",
+         "no such class", "no such method", "two classes"],
+)
+def test_drift_wording(patch: DeclaredPatch, text: str, message: str) -> None:
+    assert drift(patch, text) == message
+
+
+def test_drift_in_the_command_names_the_file_it_was_given() -> None:
+    command = WRAP.command(CodemodContext(filename="/tmp/x/mod.py"))
+    with pytest.raises(AnchorDrift, match=r"^/tmp/x/mod.py:15: anchor 'self.ready = True'"):
+        command.transform_module(cst.parse_module(edited("        self.ready = True\n        return", "        return")))
+
+
+# -- outcomes: markers, partial presence, upstream -----------------------------------------------
+
+TWO = declare(
+    Wrap(Anchor("Box.get", "self.ready = True"), "guard", label="self.ready"),
+    InsertAfter(Anchor("Box.__init__", "self.value = __"), "size", label="size"),
+)
+TWO_APPLIED = edited(
+    "        self.value = value\n",
+    "        self.value = value\n        self.size = len(self.value)  # forkgen: test-patch\n",
+    WRAPPED,
+)
+
+
+def test_outcomes_of_two_pieces() -> None:
+    check, text = run(TWO, MODULE)
+    assert check.detail == "edit self.ready and size" and text == TWO_APPLIED
+    assert run(TWO, TWO_APPLIED)[0].present
+    assert run(TWO, unmarked(TWO_APPLIED))[0].outcome is Outcome.UPSTREAM
+    # forkgen's piece beside one missing: drift, whatever the order.
+    assert drift(TWO, WRAPPED) == (
+        "pkg/mod.py:12: anchor 'test-patch': expected all pieces present or none; found self.ready forkgen's, size missing"
+    )
+    # upstream's piece beside one to apply: drift, unless the pieces are independent.
+    assert drift(TWO, unmarked(WRAPPED)) == (
+        "pkg/mod.py:12: anchor 'test-patch': expected all pieces upstream's or none; found self.ready upstream's, size missing"
+    )
+    independent = declare(*TWO.edits, upstream_per_piece=True)
+    check, text = run(independent, unmarked(WRAPPED))
+    assert (check.outcome, check.detail) == (Outcome.APPLIED, "edit size")
+    assert text == edited("        self.value = value\n", "        self.value = value\n        self.size = len(self.value)  "
+                          "# forkgen: test-patch\n", unmarked(WRAPPED))
+    assert run(independent, text)[0].present  # forkgen's and upstream's pieces: all there
+
+
+def test_a_piece_without_its_marker_is_refused() -> None:
+    with pytest.raises(ValueError, match="carries no `# forkgen: test-patch`"):
+        run(declare(InsertAfter(Anchor("Box.__init__", "self.value = __"), "unmarked")), MODULE)
+
+
+UPSTREAM_GET = edited("        found = helper(self.value, key)\n", "        found = self._cache.get(key)\n")
+
+
+def test_declared_upstream_patterns() -> None:
+    patch = declare(*BEFORE_LOOKUP.edits, upstream_patterns=(
+        Anchor("Box.get", "self._cache.get(__)", expression=True, description="upstream's cache"),))
+    assert run(patch, MODULE)[0].outcome is Outcome.APPLIED
+    # The anchor is gone but the upstream pattern is there: upstream, not drift.
+    check, _ = run(patch, UPSTREAM_GET)
+    assert (check.outcome, check.detail) == (Outcome.UPSTREAM, "upstream did it")
+    assert [(a.name, a.line, a.description) for a in check.anchors] == [("self._cache.get(__)", 18, "upstream's cache")]
+    # Without the pattern, the same tree is drift.
+    assert "found 0" in drift(BEFORE_LOOKUP, UPSTREAM_GET)
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+
+def test_names_of() -> None:
+    code = cst.parse_module("import a.b as c, d.e\nfor i, (j, *k) in f(x):\n    y.z = i\n    w += lambda p: p + q\n")
+    used, bound = names_of(code.body)
+    assert bound == {"c", "d", "i", "j", "k", "w", "p"}
+    assert used == {"f", "x", "y", "i", "w", "p", "q"}
+    assert names_of(cst.parse_module("def f(a):\n    b = 1\nclass C:\n    d = 2\n").body, into_defs=False)[1] == {"f", "C"}
+
+
+def test_free_names_must_be_bound() -> None:
+    alone = declare(ReplaceExpression(Anchor("Box.get", "helper(self.value, __)", expression=True), "cached"))
+    assert drift(alone, MODULE) == (
+        "pkg/mod.py:18: anchor '_cache': expected bound where cached goes (in Box.get or at module level); found not bound"
+    )
+    # Declared by the patch, or bound in the module: fine.
+    assert run(declare(*alone.edits, names={"_cache": "a module global the patch sets"}), MODULE)[0].outcome is Outcome.APPLIED
+    assert run(alone, MODULE + "\n_cache = {}\n")[0].outcome is Outcome.APPLIED
+
+
+def test_names_the_piece_binds_must_be_free_in_its_function() -> None:
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds"))
+    assert drift(patch, MODULE) == "pkg/mod.py:22: anchor 'Box.get: found': expected names free for rebinds; found used"
+
+
+def test_a_helper_name_bound_elsewhere_is_drift() -> None:
+    assert drift(EXPRESSION, MODULE + "\n_cache = None\n") == (
+        "pkg/mod.py:27: anchor '_cache': expected names free for helpers (forkgen's helper); found already bound"
+    )
+
+
+# -- the escape hatch ----------------------------------------------------------------------------
+
+
+def test_a_declaration_adds_its_own_check() -> None:
+    seen: list[Analysis] = []
+
+    def verify(self: DeclaredPatch, sources: Sources, analysis: Analysis) -> None:
+        seen.append(analysis)
+        if "self.ready = False" not in sources.require(PATH, "module"):
+            raise AnchorDrift(PATH, 13, "self.ready = False", "Box starts not ready", "another start")
+
+    patch = declare(*WRAP.edits, verify=verify)
+    assert run(patch, MODULE)[1] == WRAPPED and seen and seen[0].check.outcome is Outcome.APPLIED
+    assert drift(patch, edited("self.ready = False", "self.ready = None")).endswith("found another start")
+    # Not asked on a tree that carries the change upstream.
+    seen.clear()
+    assert run(patch, unmarked(WRAPPED))[0].outcome is Outcome.UPSTREAM and not seen
+
+
+def test_two_edits_of_one_statement_are_refused() -> None:
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "size"),
+                    InsertAfter(Anchor("Box.get", "return found"), "count"))
+    with pytest.raises(ValueError, match="two edits of one node"):
+        run(patch, MODULE)
+
+
+def test_skipfile_reason() -> None:
+    with pytest.raises(SkipFile, match="applied already"):
+        WRAP.command(CodemodContext()).transform_module(cst.parse_module(WRAPPED))
+
+
+# -- alternatives, upstream shapes, escape hatches -------------------------------------------------
+
+
+def test_an_anchor_with_alternatives_matches_each_and_is_named_by_its_pattern() -> None:
+    patch = declare(Wrap(Anchor("Box.get", "self.ready = True", alternatives=("self.ready = 1",)), "guard"))
+    one = edited("        self.ready = True\n        return found\n", "        self.ready = 1\n        return found\n")
+    check, after = run(patch, one)
+    assert [(a.name, a.line) for a in check.anchors] == [("self.ready = True", 21)]
+    assert after == WRAPPED.replace("self.ready = True\n        return", "self.ready = 1\n        return")
+    assert run(patch, after)[0].present and run(patch, MODULE)[1] == WRAPPED
+    assert "found 0 unguarded" in drift(WRAP, one)
+    either = Anchor("Box.get", "self.ready = True", alternatives=("if x: pass",)).compiled
+    assert either.kind == "" and either.match(cst.parse_statement("if x:\n    pass\n")) == {}
+    assert either.match(cst.parse_statement("return found")) is None
+    with pytest.raises(ValueError, match="capture other names"):
+        _ = Anchor("Box.get", "f(__a)", alternatives=("f(__b)",)).compiled.matcher
+
+
+def test_an_unmarked_applied_form_may_be_drift_and_a_form_reports_its_own_line() -> None:
+    assert [a.line for a in run(WRAP, WRAPPED)[0].anchors] == [22]  # the anchor's, inside the guard
+    at_form = declare(Wrap(Anchor("Box.get", "self.ready = True"), "guard", form_line=True))
+    assert [a.line for a in run(at_form, WRAPPED)[0].anchors] == [21]
+    assert run(at_form, unmarked(WRAPPED))[0].outcome is Outcome.UPSTREAM
+    strict = declare(*WRAP.edits, upstream_forms=False)
+    assert run(strict, WRAPPED)[0].present
+    assert drift(strict, unmarked(WRAPPED)) == (
+        "pkg/mod.py:21: anchor 'self.ready = True': expected unguarded, or guarded by forkgen; "
+        "found a guard without forkgen's marker"
+    )
+
+
+def test_upstream_patterns_absent_or_not_reported() -> None:
+    cache = Anchor("Box.get", "self._cache.get(__)", expression=True)
+    quiet = Anchor("Box.get", "return found", reported=False)
+    patch = declare(*BEFORE_LOOKUP.edits, upstream_patterns=(cache, quiet))
+    check, _ = run(patch, UPSTREAM_GET)
+    assert check.outcome is Outcome.UPSTREAM and [a.name for a in check.anchors] == ["self._cache.get(__)"]
+    both = edited("        return found\n", "        self._cache.get(key)\n        return found\n")
+    assert run(patch, both)[0].outcome is Outcome.UPSTREAM  # the anchor is there, yet the patterns match
+    gone = Anchor("Box.get", "found = helper(self.value, __)", 0)
+    patch = declare(*BEFORE_LOOKUP.edits, upstream_patterns=(cache, gone))
+    assert run(patch, both)[0].outcome is Outcome.APPLIED
+    assert run(patch, UPSTREAM_GET)[0].outcome is Outcome.UPSTREAM
+
+
+def test_explain_rewords_drift_that_is_not_upstream() -> None:
+    def explain(self: DeclaredPatch, sources: Sources, drift: AnchorDrift) -> None:
+        raise AnchorDrift(drift.path, 1, "helper", "the lookup", f"{len(self.matches(sources, BEFORE_LOOKUP.edits[0].anchor))}")
+
+    patch = declare(*BEFORE_LOOKUP.edits, explain=explain)
+    assert drift(patch, UPSTREAM_GET) == "pkg/mod.py:1: anchor 'helper': expected the lookup; found 0"
+    with_cache = declare(*BEFORE_LOOKUP.edits, explain=explain,
+                         upstream_patterns=(Anchor("Box.get", "self._cache.get(__)", expression=True),))
+    assert run(with_cache, UPSTREAM_GET)[0].outcome is Outcome.UPSTREAM
+
+
+def test_matches_and_starts_with() -> None:
+    tree = sources(MODULE)
+    assert [(type(n).__name__, line) for n, line in WRAP.matches(tree, Anchor("Box.get", "return __"))] == [
+        ("SimpleStatementLine", 20), ("SimpleStatementLine", 22)]
+    assert WRAP.matches(sources(MODULE), Anchor("Box", "x = 1", path="pkg/absent.py")) == []
+    assert WRAP.starts_with(tree, "Box.get", "found = helper(___)")  # after the docstring
+    assert not WRAP.starts_with(tree, "Box.__init__", "self.ready = False")
+    with pytest.raises(AnchorDrift, match="exactly one def absent"):
+        WRAP.starts_with(tree, "Box.absent", "pass")
+
+
+def test_the_command_alone_skips_upstreams_shape() -> None:
+    patch = declare(*BEFORE_LOOKUP.edits, upstream_patterns=(Anchor("Box.get", "self._cache.get(__)", expression=True),))
+    with pytest.raises(SkipFile, match="upstream's already"):
+        patch.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(UPSTREAM_GET))
+    with pytest.raises(AnchorDrift, match="found 0"):
+        BEFORE_LOOKUP.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(UPSTREAM_GET))

@@ -274,14 +274,14 @@ def equivalence(session: nox.Session, backend: str) -> None:
 @session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def upstream_tests(session: nox.Session, backend: str) -> None:
-    """`forkgen verify upstream --tests`: Keras's own tests from the installed wheel, upstream
-    wheel first, then the fork; and whole-model parity of the two (tests/parity/models.py), bit
-    for bit.
+    """`forkgen verify upstream --tests`: Keras's own tests from the installed wheel, the fork's
+    whole run and the upstream wheel's run of the tests the fork did not pass; and whole-model
+    parity of the two (tests/parity/models.py), bit for bit.
 
     Fails when a test that passes with upstream Keras fails with the fork (and fails again in
     each of forkgen.requirements.UPSTREAM_RERUNS reruns of it alone), or when a model's outputs,
-    training steps or reloaded outputs differ; prints passed/failed/error/skipped for both, the
-    tests that fail in both runs and the flaky ones.
+    training steps or reloaded outputs differ; prints passed/failed/error/skipped for both (the
+    upstream counts of the tests it ran), the tests that fail in both runs and the flaky ones.
     """
     wheel = fork_wheel(session)
     install_project(session)

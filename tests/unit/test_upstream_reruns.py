@@ -109,3 +109,18 @@ def test_every_test_is_seeded_from_its_own_id_whatever_runs_before_it(tmp_path: 
     assert run(tmp_path, tmp_path / "b.xml", "-k", "numbers or param", "-p", "no:randomly").returncode == 0
     backward = seeds(tmp_path)
     assert len(backward) == 5 and all(forward[test] == seed for test, seed in backward.items())
+
+
+def test_the_collected_listing_names_the_tests_as_their_junit_results_do(tmp_path: Path) -> None:
+    project(tmp_path)
+    listing = tmp_path / "collected.txt"
+    collected = run(tmp_path, tmp_path / "none.xml", "--co", FORKGEN_COLLECTED=str(listing))
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert run(tmp_path, tmp_path / "all.xml").returncode == 0
+    keys = listing.read_text().splitlines()
+    assert len(keys) == 7 and sorted(keys) == sorted(read_junit(tmp_path / "all.xml"))
+    # What the fork-first comparison reruns upstream: a listing of collected keys selects them.
+    chosen = tmp_path / "chosen.txt"
+    chosen.write_text("\n".join(keys[:3]) + "\n")
+    assert run(tmp_path, tmp_path / "some.xml", FORKGEN_RERUN_TESTS=str(chosen)).returncode == 0
+    assert sorted(read_junit(tmp_path / "some.xml")) == sorted(keys[:3])

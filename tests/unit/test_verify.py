@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -276,32 +277,108 @@ def test_a_stale_wheel_is_refused_before_any_environment_is_made(tmp_path: Path,
                             reports=tmp_path / "r")
 
 
-def test_keras_tests_that_wrote_no_results_stop_verification_with_what_happened(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+class Simulated:
+    """`verify.run` and the environment of `run_upstream`, simulated: Keras's tests are the keys of
+    `collected`; a pytest run writes the JUnit file of the outcomes `outcomes[installed]` gives
+    (for the tests its FORKGEN_RERUN_TESTS listing names, when it has one); parity agrees."""
+
+    python = sys.executable
+
+    def __init__(self, collected: list[str], outcomes: dict[str, list[dict[str, str]]], pytest_exit: int = 0) -> None:
+        self.collected = collected
+        self.outcomes = outcomes  # "upstream"/"fork" -> one dict per run, in order
+        self.pytest_exit = pytest_exit
+        self.installed = "upstream"
+        self.log: list[str] = []
+
+    def has_file(self, package: str, relative: str) -> bool:
+        return True
+
+    def install(self, *requirements: str, options: Sequence[str] = (), what: str = "") -> None:
+        if any(r.endswith(".whl") for r in requirements):
+            self.installed = "fork"
+        elif "keras===3.15.1" in requirements and "--force-reinstall" in options:
+            self.installed = "upstream"
+
+    def uninstall(self, distribution: str) -> None:
+        self.log.append(f"uninstall {distribution}")
+
+    def run(self, command: list[str], *, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        env = env or {}
+        argv = [str(a) for a in command]
+        if "--compare" in argv:
+            return subprocess.CompletedProcess(argv, 0, "parity: 76 arrays compared bit for bit, 0 differ\n", "")
+        if "--out" in argv:
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        if "--co" in argv:
+            self.log.append(f"collect with {self.installed}")
+            Path(env["FORKGEN_COLLECTED"]).write_text("".join(f"{k}\n" for k in self.collected))
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        listing = env.get("FORKGEN_RERUN_TESTS")
+        wanted = Path(listing).read_text().split() if listing else None
+        self.log.append(f"pytest with {self.installed}" + (f" on {wanted}" if wanted is not None else ""))
+        if self.pytest_exit:
+            return subprocess.CompletedProcess(argv, self.pytest_exit, "", "")
+        outcomes = self.outcomes[self.installed].pop(0)
+        junit(Path(next(a for a in argv if a.startswith("--junitxml=")).partition("=")[2]),
+              {k: o for k, o in outcomes.items() if wanted is None or k in wanted})
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def run_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, simulated: Simulated) -> list[verify.SuiteResult]:
     wheel = tmp_path / "keras-3.15.1+fast.x-py3-none-any.whl"
     wheel.write_bytes(b"")
-    commands: list[list[str]] = []
-
-    class Env:
-        python = sys.executable
-
-        def has_file(self, package: str, relative: str) -> bool:
-            return True
-
-        def install(self, *args: object, **kwargs: object) -> None:
-            pass
-
-    def fake_run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        commands.append(command)
-        return subprocess.CompletedProcess(command, 3, "", "")  # INTERNALERROR, nothing written
-
-    monkeypatch.setattr(verify, "environment", lambda *a, **k: Env())
+    monkeypatch.setattr(verify, "environment", lambda *a, **k: simulated)
     monkeypatch.setattr(verify, "release_of", lambda wheel: verify.Release("keras", "3.15.1", None))
     monkeypatch.setattr(provenance, "stale_problems", lambda wheel: [])
-    monkeypatch.setattr(verify, "run", fake_run)
-    project = Path(__file__).resolve().parents[2]
+    monkeypatch.setattr(verify, "run", simulated.run)
+    return verify.run_upstream(wheel, "numpy", project=Path(__file__).resolve().parents[2], work=tmp_path / "w",
+                               reports=tmp_path / "r")
+
+
+def test_keras_tests_that_wrote_no_results_stop_verification_with_what_happened(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    simulated = Simulated(["m.T::a"], {}, pytest_exit=3)  # INTERNALERROR, nothing written
     with pytest.raises(VerificationError) as caught:
-        verify.run_upstream(wheel, "numpy", project=project, work=tmp_path / "w", reports=tmp_path / "r")
+        run_simulated(tmp_path, monkeypatch, simulated)
     assert caught.value.exit_code == EXIT_VERIFY
-    assert caught.value.message == "Keras's own tests did not run with the upstream keras 3.15.1 on numpy (pytest exit 3, no results written)"
-    assert len(commands) == 1 and "pytest" in commands[0]
+    assert caught.value.message == "Keras's own tests did not run with the patched keras 3.15.1 on numpy (pytest exit 3, no results written)"
+    assert simulated.log == ["collect with upstream", "pytest with fork"]
+
+
+def test_upstream_runs_only_the_tests_the_fork_did_not_pass_and_judges_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    collected = ["m.T::passes", "m.T::breaks", "m.T::fails_in_both", "m.T::skipped_by_fork", "m.T::vanishes", "m.T::flaky"]
+    fork = {"m.T::passes": "passed", "m.T::breaks": "failed", "m.T::fails_in_both": "failed",
+            "m.T::skipped_by_fork": "skipped", "m.T::flaky": "error", "m.T::fork_only": "error"}
+    upstream = {k: "passed" for k in collected} | {"m.T::fails_in_both": "failed"}
+    rerun = {"m.T::breaks": "failed", "m.T::vanishes": "failed", "m.T::flaky": "passed", "m.T::fork_only": "error"}
+    simulated = Simulated(collected, {"upstream": [upstream], "fork": [fork, rerun, dict(rerun), dict(rerun)]})
+    with pytest.raises(VerificationError) as caught:
+        run_simulated(tmp_path, monkeypatch, simulated)
+    baseline = ["m.T::breaks", "m.T::fails_in_both", "m.T::vanishes", "m.T::flaky"]
+    suspects = ["m.T::breaks", "m.T::flaky", "m.T::vanishes", "m.T::fork_only"]
+    assert simulated.log == [
+        "collect with upstream", "pytest with fork", "uninstall keras", f"pytest with upstream on {baseline}",
+        *[f"pytest with fork on {suspects}"] * 3,
+    ]
+    assert caught.value.message == "3 test(s) pass with upstream Keras and fail with the patched wheel (numpy: " \
+        "keras.src.layers.layer_test keras.src.layers.core keras.src.models)"
+    report = json.loads((tmp_path / "r" / "upstream-tests-numpy.json").read_text())
+    assert sorted(r["test"] for r in report["regressions"]) == ["m.T::breaks", "m.T::fork_only", "m.T::vanishes"]
+    assert [r["test"] for r in report["flaky"]] == ["m.T::flaky"]
+    assert [r["test"] for r in report["failing_in_both"]] == ["m.T::fails_in_both"]
+    assert report["baseline"] == "the 4 of the 6 tests it collects that the fork did not pass"
+    assert "upstream ran the 4 of the 6 tests it collects that the fork did not pass" in capsys.readouterr().out
+
+
+def test_when_the_fork_passes_everything_upstream_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    simulated = Simulated(["m.T::a", "m.T::b"], {"fork": [{"m.T::a": "passed", "m.T::b": "skipped"}]})
+    results = run_simulated(tmp_path, monkeypatch, simulated)
+    assert simulated.log == ["collect with upstream", "pytest with fork"]
+    assert [(r.name, r.summary) for r in results] == [
+        ("parity", "76 arrays compared bit for bit, 0 differ"),
+        ("upstream tests", "1 passed with the fork, regressions none, flaky 0"),
+    ]
+
+

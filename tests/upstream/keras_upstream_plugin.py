@@ -8,7 +8,10 @@ Two things Keras's conftest does not do, for the comparison of two runs:
 - every test starts from a random seed derived from its own id (the same in the upstream and
   the patched run, whichever worker runs it), so that both runs draw the same random numbers;
 - FORKGEN_RERUN_TESTS=<file> runs only the tests the file names (JUnit keys, one a line, as
-  `forkgen compare-tests --suspects` writes them): the reruns that confirm a regression.
+  `forkgen compare-tests --suspects` writes them): the reruns that confirm a regression, and
+  upstream's run of the tests the fork did not pass;
+- FORKGEN_COLLECTED=<file> writes the JUnit key of every test collected (with `--co`: the
+  tests upstream has, against which the fork's run is checked for vanished tests).
 """
 
 from __future__ import annotations
@@ -85,10 +88,17 @@ def _only_reruns(config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = [item for item in items if id(item) in chosen]
 
 
+def _list_collected(items: list[pytest.Item]) -> None:
+    listing = os.environ.get("FORKGEN_COLLECTED")
+    if listing:
+        Path(listing).write_text("".join(f"{junit_key(item)}\n" for item in items), encoding="utf-8")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from keras.src.backend import backend
 
     _only_reruns(config, items)
+    _list_collected(items)
     if backend() not in ("numpy", "openvino"):
         return
     skip = pytest.mark.skip(reason=f"Trainer not implemented for the {backend()} backend")

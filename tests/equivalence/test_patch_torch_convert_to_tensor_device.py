@@ -198,12 +198,15 @@ def test_like_upstream_property(shape: list[int], source: str, dtype: str | None
 def test_the_documented_private_difference() -> None:
     # A torch.device written into the private global state (public device_scope stores a str)
     # is the one case where upstream's test was False: it skipped the move, the patch makes it.
-    # Same object for a real tensor; a fresh empty_like for a meta tensor.
+    # Same object for a real tensor; for a meta tensor, what the release's move gives: a fresh
+    # `empty_like` where the move makes one (3.10+), else `x.to(device)`, the same tensor.
     cpu = torch.ones(3)
     with private_device(torch.device("cpu")):
         assert core.convert_to_tensor(cpu) is cpu and reference(cpu) is cpu
     meta = torch.empty(3, device="meta")
+    copies_meta = "torch.empty_like(x, device=device)" in inspect.getsource(core.convert_to_tensor)
     with private_device(torch.device("meta")):
         assert reference(meta) is meta
         moved = core.convert_to_tensor(meta)
-        assert moved is not meta and moved.is_meta and moved.shape == meta.shape
+        assert moved.is_meta and moved.shape == meta.shape and moved.dtype == meta.dtype
+        assert (moved is not meta) is copies_meta, (copies_meta, inspect.getsource(core.convert_to_tensor))

@@ -15,20 +15,26 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
                                     (`UPSTREAM` in it keeps the anchor there)
       Helper(anchor, piece)         module-level statements right after a module-level anchor
+                                    (`before=True`: right before it)
 
 - `details`: the one-line detail of each outcome (`Details`);
 - optionally `upstream_patterns` (anchors whose presence means the release carries the change;
   count 0 for one that must be absent, `reported=False` for one left out of the outcome's
-  anchors), `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
+  anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
+  (anchors the patch needs but does not edit: checked, and reported after the edits'),
+  `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
   `names` (names the inserted code uses that the patch binds itself, with how), `codemod` (the
   name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
-  check of its own) and `explain` (a more telling word for drift), with `matches` and
-  `starts_with` to read the tree.
+  check of its own) and `explain` (a more telling word for drift, in the series and in the
+  command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
+  its template function, or (`enclosed=True`) the block of the one statement that body holds;
+  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert.
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
 expected count (exactly one by default), and optionally `alternatives` (the same code in another
-release's words, matched in its place). In a function the pattern is looked for in every
+release's words, matched in its place), a `name` (what reports and drift call it) and
+`reported=False` (left out of the outcome's anchors). In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
 numbers and operators must be as written; whitespace, comments and parentheses are ignored;
@@ -79,7 +85,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, NoReturn, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -270,8 +276,14 @@ class Anchor:
     path: str | None = None
     #: Other patterns that match in its place (the same code in another release's words).
     alternatives: tuple[str, ...] = ()
-    #: As an upstream pattern: shown among the outcome's anchors (when found).
+    #: Shown among the outcome's anchors (an upstream pattern: when found).
     reported: bool = True
+    #: What reports and drift call it (default: its pattern).
+    name: str | None = None
+
+    @property
+    def title(self) -> str:
+        return self.name or self.compiled.source
 
     @property
     def compiled(self) -> Pattern:
@@ -292,6 +304,11 @@ class Edit:
     label: str | None = None
     #: The line of an applied form is its first statement's (default: the anchor's in it).
     form_line: bool = False
+    #: The piece is the block of the one compound statement its template function holds (a
+    #: template that shows the piece inside the statement enclosing it upstream).
+    enclosed: bool = False
+    #: Blank lines above the inserted statements (InsertBefore, InsertAfter, Helper).
+    blank_lines: int = 0
 
     #: How drift counts the anchors not yet edited and those already edited, and names one of
     #: the latter.
@@ -299,7 +316,7 @@ class Edit:
 
     @property
     def name(self) -> str:
-        return self.label or self.anchor.compiled.source
+        return self.label or self.anchor.title
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         """The statements that take the anchor statement's place (`UPSTREAM`: the anchor)."""
@@ -320,6 +337,12 @@ def _above(statement: cst.CSTNode) -> list[cst.EmptyLine]:
     return list(cast(_Statement, statement).leading_lines)
 
 
+def _spaced(piece: Sequence[cst.BaseStatement], blank_lines: int) -> list[cst.BaseStatement]:
+    """`piece` with `blank_lines` blank lines above its first statement."""
+    blank = [cst.EmptyLine(indent=False)] * blank_lines
+    return [_leading(piece[0], [*blank, *_above(piece[0])]), *piece[1:]] if blank else list(piece)
+
+
 class Wrap(Edit):
     """The anchor statement goes inside the piece, one statement with `UPSTREAM` in it."""
 
@@ -334,12 +357,15 @@ class Wrap(Edit):
 class InsertBefore(Edit):
     """The piece's statements right before the anchor statement."""
 
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return [*_spaced(piece, self.blank_lines), _PLACEHOLDER_LINE]
+
 
 class InsertAfter(Edit):
     """The piece's statements right after the anchor statement."""
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        return [_PLACEHOLDER_LINE, *piece]
+        return [_PLACEHOLDER_LINE, *_spaced(piece, self.blank_lines)]
 
 
 class Replace(Edit):
@@ -365,18 +391,21 @@ class ReplaceExpression(Edit):
 @dataclass(frozen=True)
 class Helper(Edit):
     """The piece's statements at module level right after the anchor (a module-level statement),
-    `blank_lines` blank lines above them. The names they bind count as bound for the patch; bound
-    elsewhere in the module, they are drift."""
+    `blank_lines` blank lines above them; with `before`, right before it, the anchor's comment and
+    blank lines above them and `blank_lines` between them and the anchor. The names they bind
+    count as bound for the patch; bound elsewhere in the module, they are drift."""
 
     blank_lines: int = 2
+    before: bool = False
 
     def __post_init__(self) -> None:
         if self.anchor.scope:
             raise ValueError(f"{self.piece}: a Helper goes after a module-level anchor, not in {self.anchor.scope}")
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        first = _leading(piece[0], [*[cst.EmptyLine()] * self.blank_lines, *_above(piece[0])])
-        return [_PLACEHOLDER_LINE, first, *piece[1:]]
+        if self.before:
+            return [*piece, _PLACEHOLDER_LINE.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * self.blank_lines)]
+        return [_PLACEHOLDER_LINE, *_spaced(piece, self.blank_lines)]
 
 
 class Prepend(Edit):
@@ -710,6 +739,11 @@ class DeclaredPatch(Patch):
     details: ClassVar[Details]
     #: Anchors that, all found with their counts, show the release carries the change.
     upstream_patterns: ClassVar[tuple[Anchor, ...]] = ()
+    #: Other shapes of the change upstream, each (its detail, its patterns), tried in turn.
+    upstream_shapes: ClassVar[tuple[tuple[str, tuple[Anchor, ...]], ...]] = ()
+    #: Anchors the patch relies on without editing them: each found its expected count (else
+    #: drift), and shown after the edits' among the outcome's anchors.
+    relies_on: ClassVar[tuple[Anchor, ...]] = ()
     #: A piece upstream made may stand beside pieces still to apply (they are independent).
     upstream_per_piece: ClassVar[bool] = False
     #: An applied form without forkgen's marker is upstream's (False: drift, upstream's change
@@ -740,8 +774,8 @@ class DeclaredPatch(Patch):
         every tree the patch applies to (present or not), after the engine's own checks."""
 
     def explain(self, sources: Sources, drift: AnchorDrift) -> None:
-        """The escape hatch for drift: an anchor drifted and the tree is not upstream's either;
-        may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
+        """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
+        not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
 
     def starts_with(self, sources: Sources, scope: str, pattern: str, path: str | None = None) -> bool:
         """Whether the first statement of function `scope` (after a docstring) matches `pattern`."""
@@ -799,7 +833,7 @@ class DeclaredPatch(Patch):
                 line = min([at[id(a[0])] for a in anchors] or [at[id(f[0])] for f, _, _ in applied] or [at[id(scope)]])
                 words = edit.words or ("to edit", "edited", "")
                 got = f"{len(bare)} {words[0]} and {len(applied)} {words[1]}" if edit.words or applied else f"{len(bare)}"
-                source = edit.anchor.compiled.source
+                source = edit.anchor.title
                 raise AnchorDrift(shown, line, source, f"exactly {_count(expected)} `{source}` {edit.anchor.where}", got)
             occurrences += [Occurrence(edit, State.TODO, n, at[id(n)], s, scope, c) for n, c, s in bare]
             for (form, ours, statement), ids in zip(applied, within, strict=True):
@@ -807,7 +841,7 @@ class DeclaredPatch(Patch):
                 line = at[id(inner[0][0])] if inner and not edit.form_line else at[id(form[0])]
                 if not ours and not self.upstream_forms:
                     words = edit.words or ("to edit", "edited", "an edited form")
-                    raise AnchorDrift(shown, at[id(form[0])], edit.anchor.compiled.source,
+                    raise AnchorDrift(shown, at[id(form[0])], edit.anchor.title,
                                       f"{words[0]}, or {words[1]} by forkgen", f"{words[2]} without forkgen's marker")
                 occurrences.append(Occurrence(edit, State.OURS if ours else State.THEIRS, form[0], line, statement,
                                               scope, inner[0][1] if inner else {}))
@@ -864,7 +898,9 @@ class DeclaredPatch(Patch):
             if not isinstance(edit, Helper):
                 continue
             own = names_of(self.compiled(edit).piece, into_defs=False)[1]
-            helpers = {id(s) for form, _, _ in applied for s in form[1:]}
+            template = self.compiled(edit).template
+            helpers = {id(s) for form, _, _ in applied for s, t in zip(form, template, strict=True)
+                       if not _is_placeholder_line(t)}
             for statement in module.body:
                 clash = sorted(own & names_of([statement], into_defs=False)[1]) if id(statement) not in helpers else []
                 if clash:
@@ -888,16 +924,22 @@ class DeclaredPatch(Patch):
             if upstream is None:
                 self.explain(sources, drift)
                 raise
-            return Analysis((), Check(Outcome.UPSTREAM, self.details.upstream, upstream))
-        reports = tuple(self.report(f, o) for f in files for o in f.occurrences)
+            return Analysis((), Check(Outcome.UPSTREAM, *upstream))
+        reports = tuple(self.report(f, o) for f in files for o in f.occurrences if o.edit.anchor.reported)
         if not any(o.state is State.OURS for f in files for o in f.occurrences):
             upstream = self._upstream(sources)
             if upstream is not None:
-                return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, upstream))
-        if self.decide(files) is Outcome.UPSTREAM:
-            return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, reports))
-        for f in files:
-            self.check_names(f)
+                return Analysis(files, Check(Outcome.UPSTREAM, *upstream))
+        try:
+            if self.decide(files) is Outcome.UPSTREAM:
+                return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, reports))
+            for f in files:
+                self.check_names(f)
+            relied = (self._relied_on(sources, anchor) for anchor in self.relies_on)
+            reports += tuple(r for r in relied if r is not None)
+        except AnchorDrift as drift:
+            self.explain(sources, drift)
+            raise
         todo = list(dict.fromkeys(o.edit.name for f in files for o in f.todo))
         detail = self.details.apply.format(todo=" and ".join(todo)) if todo else self.details.present
         analysis = Analysis(files, Check(Outcome.APPLIED, detail, reports, present=not todo))
@@ -907,27 +949,43 @@ class DeclaredPatch(Patch):
     def report(self, analysis: FileAnalysis, occurrence: Occurrence) -> AnchorReport:
         """How `forkgen analyze` shows one occurrence's anchor."""
         edit = occurrence.edit
-        name = edit.name if isinstance(edit, Prepend) else edit.anchor.compiled.source
+        name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
         return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
                             analysis.path if analysis.path != self.files[0] else "")
 
-    def _upstream(self, sources: Sources) -> tuple[AnchorReport, ...] | None:
-        """The upstream patterns' reports, when each is found its expected number of times."""
-        if not self.upstream_patterns:
+    def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:
+        """The detail and reports of the first upstream shape whose patterns are each found their
+        expected number of times (`upstream_patterns`, then `upstream_shapes`)."""
+        shapes = ((self.details.upstream, self.upstream_patterns),) if self.upstream_patterns else ()
+        for detail, patterns in (*shapes, *self.upstream_shapes):
+            reports = []
+            for anchor in patterns:
+                path = self.file_of(anchor)
+                try:
+                    hits = self.matches(sources, anchor)
+                except AnchorDrift:
+                    break
+                if not sources.exists(path) or len(hits) != anchor.count:
+                    break
+                if anchor.reported and hits:
+                    reports.append(AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where,
+                                                path if path != self.files[0] else ""))
+            else:
+                return detail, tuple(reports)
+        return None
+
+    def _relied_on(self, sources: Sources, anchor: Anchor) -> AnchorReport | None:
+        """The report of an anchor the patch relies on (if shown); drift unless found its count."""
+        path = self.file_of(anchor)
+        hits = self.matches(sources, anchor)
+        if len(hits) != anchor.count:
+            scope = _Scopes(sources.module(path), path).get(anchor.scope)
+            line = hits[0][1] if hits else lines(sources.module(path), [scope])[id(scope)]
+            raise AnchorDrift(path, line, anchor.title, f"exactly {_count(anchor.count)} `{anchor.title}` {anchor.where}",
+                              f"{len(hits)}")
+        if not (anchor.reported and hits):
             return None
-        reports = []
-        for anchor in self.upstream_patterns:
-            path = self.file_of(anchor)
-            try:
-                hits = self.matches(sources, anchor)
-            except AnchorDrift:
-                return None
-            if not sources.exists(path) or len(hits) != anchor.count:
-                return None
-            if anchor.reported and hits:
-                reports.append(AnchorReport(anchor.compiled.source, hits[0][1], anchor.description or anchor.where,
-                                            path if path != self.files[0] else ""))
-        return tuple(reports)
+        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, path if path != self.files[0] else "")
 
     def decide(self, files: Sequence[FileAnalysis]) -> Outcome:
         """UPSTREAM when every piece is upstream's, else APPLIED; drift for a partial presence."""
@@ -1018,6 +1076,10 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
     piece = template_pieces(package, patch.template, patch.template_source).get(edit.piece)
     if not piece:
         raise ValueError(f"{patch.name}: no piece {edit.piece!r} in {patch.template}")
+    if edit.enclosed:
+        if len(piece) != 1 or not isinstance(getattr(piece[0], "body", None), cst.IndentedBlock):
+            raise ValueError(f"{patch.name}: {edit.piece}: an enclosed piece is the block of one compound statement")
+        piece = tuple(cast(cst.IndentedBlock, cast(cst.BaseCompoundStatement, piece[0]).body).body)
     if marker(patch.name) not in cst.Module(body=[cast(_Statement, piece[0])]).code:
         raise ValueError(f"{patch.name}: piece {edit.piece} carries no `{marker(patch.name)}` on its first statement")
     if isinstance(edit, ReplaceExpression):
@@ -1095,6 +1157,17 @@ def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) ->
     return _leading(statement, [*_above(statement), *comments])
 
 
+def _explained(patch: DeclaredPatch, alone: Sources, drift: AnchorDrift, path: str, filename: str | None) -> NoReturn:
+    """Raise `drift` as the patch's `explain` words it, naming the file the command was given."""
+    try:
+        patch.explain(alone, drift)
+    except AnchorDrift as told:
+        drift = told
+    if drift.path != path or not filename:
+        raise drift
+    raise AnchorDrift(filename, drift.line, drift.anchor, drift.expected, drift.found) from None
+
+
 class DeclaredCommand(BackportCommand):
     """The libcst command of a `DeclaredPatch`: its edits of one file, by one transformer that
     visits only the statements leading to them (the rest of the module is kept, not rebuilt)."""
@@ -1114,17 +1187,29 @@ class DeclaredCommand(BackportCommand):
         if analysis is None or analysis.module is not tree:
             patch, filename = self.PATCH, self.context.filename
             path = next((f for f in patch.files if filename and filename.endswith(f)), patch.files[0])
+            # Alone, the module is the tree: upstream's shape of it is no drift either; else the
+            # drift is worded as in the series (`explain`), naming the file given.
+            alone = Sources(lambda p: tree.code if p == path else None)
             try:
                 analysis = patch.analyze_module(tree, path, filename or path)
-            except AnchorDrift:
-                # Alone, the module is the tree: upstream's shape of it is no drift either.
-                if patch._upstream(Sources(lambda p: tree.code if p == path else None)) is None:
-                    raise
-                raise SkipFile(f"{patch.name}: upstream's already") from None
-            if patch.decide([analysis]) is Outcome.UPSTREAM:
-                raise SkipFile(f"{patch.name}: upstream's already")
-            if analysis.todo:
-                patch.check_names(analysis)
+            except AnchorDrift as drift:
+                upstream = patch._upstream(alone)
+                if upstream is None:
+                    _explained(patch, alone, drift, path, filename)
+                raise SkipFile(f"{patch.name}: upstream's already ({upstream[0]})") from None
+            # As in the series: upstream's shape, partial presence, names, relied-on anchors, verify.
+            upstream = None if any(o.state is State.OURS for o in analysis.occurrences) else patch._upstream(alone)
+            try:
+                theirs = upstream is not None or patch.decide([analysis]) is Outcome.UPSTREAM
+                if not theirs:
+                    patch.check_names(analysis)
+                    for anchor in (a for a in patch.relies_on if patch.file_of(a) == path):
+                        patch._relied_on(alone, anchor)
+                    patch.verify(alone, Analysis((analysis,), Check(Outcome.APPLIED, "", (), present=not analysis.todo)))
+            except AnchorDrift as drift:
+                _explained(patch, alone, drift, path, filename)
+            if theirs:
+                raise SkipFile(f"{patch.name}: upstream's already ({(upstream or (patch.details.upstream,))[0]})")
         if not analysis.todo:
             raise SkipFile(f"{self.PATCH.name}: applied already")
         self._path, self._plan = self.PATCH.plan(analysis)

@@ -7,8 +7,10 @@ whole series, and writes to OUT/<tree's directory name>/:
 
 - `tree/`: the patched tree, as `forkgen apply --out` writes it;
 - `outcomes.txt`: the release, the series label, then per patch its name, version, outcome,
-  whether it was already present, its detail, its codemods with their versions, and every
-  anchor it reports (name, line, description, file).
+  whether it was already present, its detail (a drifted patch's: its drift message), its
+  codemods with their versions, and every anchor it reports (name, line, description, file).
+  A drift of the tree as a whole (`UpstreamDriftError`: no `Layer` module, say) is logged there
+  as `drift: <message>`, without a tree, and the run goes on with the next source.
 
 Run it once with the code before the refactor and once after, then compare:
 
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 
 from forkgen import patch
+from forkgen.errors import UpstreamDriftError
 from forkgen.model import Analysis
 
 
@@ -43,10 +46,15 @@ def outcomes_log(analysis: Analysis) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prove(source: Path, out: Path) -> Analysis:
-    """Analyze and apply the whole series to `source`; write the patched tree and the log under `out`."""
-    analysis = patch.analyze_series(source, patch.selection())
+def prove(source: Path, out: Path) -> Analysis | None:
+    """Analyze and apply the whole series to `source`; write the patched tree and the log under `out`
+    (a drift of the whole tree: the log says so, no tree, None)."""
     out.mkdir(parents=True, exist_ok=False)
+    try:
+        analysis = patch.analyze_series(source, patch.selection())
+    except UpstreamDriftError as drift:
+        (out / "outcomes.txt").write_text(f"drift: {drift}\n", encoding="utf-8")
+        return None
     patch.write(analysis, out / "tree")
     (out / "outcomes.txt").write_text(outcomes_log(analysis), encoding="utf-8")
     return analysis
@@ -61,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.out} exists")
     for source in args.sources:
         analysis = prove(source.resolve(), args.out / source.resolve().name)
+        if analysis is None:
+            print(f"{source.name}: drift (see its outcomes.txt)", file=sys.stderr)
+            continue
         counts: dict[str, int] = {}
         for p in analysis.patches:
             counts[p.outcome] = counts.get(p.outcome, 0) + 1

@@ -42,53 +42,79 @@ for every instance.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+import libcst as cst
 
-from codemods.any_symbolic_tensors_leaf_fast_path.leaf_fast_path import (
-    KERAS_TENSOR_PY,
-    NAME,
-    AnySymbolicTensorsLeafFastPathCommand,
-    Site,
-    analyze,
-    anchors,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, Replace
+from codemods.patchlib import AnchorDrift, Headers, Sources, marker
 
-
-def _site(sources: Sources) -> Site:
-    return sources.analysed(NAME, KERAS_TENSOR_PY, analyze)
+KERAS_TENSOR_PY = "keras/src/backend/common/keras_tensor.py"
+FUNCTION = "any_symbolic_tensors"
+NESTED = "if tree.is_nested(x):"
+KERAS_TENSOR_TEST = "if isinstance(x, KerasTensor): return True"
+HELPERS = ("_forkgen_any_symbolic_plain_types", "_forkgen_any_symbolic_leaf_types", "_forkgen_any_symbolic_learn")
+#: The inner loop over one of `args` / `kwargs.values()`; any `is_nested` test of the function.
+LOOP = Anchor(FUNCTION, "for x in __: ___")
+ANY_NESTED = Anchor(FUNCTION, "if __.is_nested(___): ___", alternatives=("if __.is_nested(___): ___\nelse: ___",))
 
 
-class AnySymbolicTensorsLeafFastPath(Patch):
-    name = NAME
+class AnySymbolicTensorsLeafFastPath(DeclaredPatch):
+    name = "any-symbolic-tensors-leaf-fast-path"
     version = "1"
     headers = Headers(
         description="any_symbolic_tensors skips tree.is_nested for None, plain scalars and backend "
         "tensors (classes keras.ops.is_tensor accepted, remembered per class).",
-        origin="ours",
-        bug=None,
-        forwarded="not-needed",
-        applied_upstream=None,
-        last_update="2026-12-01",
+        origin="ours", bug=None, forwarded="not-needed", applied_upstream=None, last_update="2026-12-01",
     )
     files = (KERAS_TENSOR_PY,)
     since = "3.15.0"
-    codemods = (AnySymbolicTensorsLeafFastPathCommand,)
+    #: Upstream's `if tree.is_nested(x):` goes where the loop body of inserted.py says `UPSTREAM`;
+    #: the tables and the learning helper go at module level right before the function.
+    edits = (
+        Replace(Anchor(FUNCTION, f"{NESTED} ___", name=NESTED,
+                       description=f"in {FUNCTION}'s loop, after the KerasTensor test"), "loop_body", enclosed=True),
+        Helper(Anchor("", f"def {FUNCTION}(___): ___", reported=False), "module_level", before=True),
+    )
+    #: Upstream's leaf shortcut: an unmarked `if ...: continue` before the nested test.
+    upstream_patterns = (
+        Anchor(FUNCTION, f"{NESTED} ___", name=NESTED, description=f"{FUNCTION} skips leaves before it (upstream)"),
+        Anchor(FUNCTION, "if __: continue", reported=False),
+    )
+    details = Details("skip tree.is_nested for certain leaves", "the leaf fast path is in (forkgen)",
+                      "any_symbolic_tensors skips leaves before tree.is_nested")
 
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources)
-        if site.ours:
-            return Check(Outcome.APPLIED, "the leaf fast path is in (forkgen)", anchors(site), present=True)
-        if site.upstream:
-            return Check(Outcome.UPSTREAM, "any_symbolic_tensors skips leaves before tree.is_nested", anchors(site))
-        return Check(Outcome.APPLIED, "skip tree.is_nested for certain leaves", anchors(site))
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        self.explain(sources, None, todo=not analysis.check.present)
 
-    def apply(self, sources: Sources) -> None:
-        module = sources.module(KERAS_TENSOR_PY)
-        command = AnySymbolicTensorsLeafFastPathCommand(
-            CodemodContext(filename=KERAS_TENSOR_PY), sources.ast(KERAS_TENSOR_PY), _site(sources)
-        )
-        sources.replace(KERAS_TENSOR_PY, command.transform_module(module))
+    def explain(self, sources: Sources, drift: AnchorDrift | None, todo: bool = True) -> None:
+        """The loop's shape (one `for x`, the KerasTensor test first), worded as before the engine."""
+        # `for x in <a name>:`; drift when the function is not there exactly once.
+        loops = [(n, at) for n, at in self.matches(sources, LOOP) if isinstance(getattr(n, "iter", None), cst.Name)]
+        if not sources.exists(KERAS_TENSOR_PY):
+            return  # the engine's "no such file"
+        at = self.matches(sources, self.edits[1].anchor)[0][1]
+        line = min([n for _, n in self.matches(sources, ANY_NESTED)] or [at])
 
+        def fail(anchor: str, expected: str, found: str, where: int = line) -> None:
+            raise AnchorDrift(KERAS_TENSOR_PY, where, anchor, expected, found)
+
+        if len(loops) != 1:
+            fail("for x in items:", f"exactly one `for x in ...` loop in {FUNCTION}", f"{len(loops)}", at)
+        body = cst.ensure_type(cst.ensure_type(loops[0][0], cst.For).body, cst.IndentedBlock).body
+        nested = [s for s in body if self.edits[0].anchor.compiled.match(s) is not None]
+        if len(nested) != 1:
+            fail(NESTED, f"exactly one `{NESTED}` in the loop of {FUNCTION}", f"{len(nested)}")
+        if Anchor(FUNCTION, KERAS_TENSOR_TEST).compiled.match(body[0]) is None:
+            fail(KERAS_TENSOR_TEST, "the first statement of the loop", "another statement")
+        defined = {n: sum(len(self.matches(sources, Anchor("", p))) for p in (f"{n} = __", f"def {n}(___): ___"))
+                   for n in HELPERS}
+        if marker(self.name) in sources.module(KERAS_TENSOR_PY).code_for_node(loops[0][0]):
+            if list(defined.values()) != [1, 1, 1]:
+                fail(" / ".join(HELPERS), "forkgen's 3 module-level names, once each",
+                     ", ".join(f"{k}: {v}" for k, v in defined.items()))
+        elif any(defined.values()):
+            fail(", ".join(k for k, v in defined.items() if v), "no such module-level name before the patch", "defined")
+        elif todo and list(body) != [body[0], nested[0]]:
+            fail(NESTED, "the loop's second and last statement", f"{len(body)} statements")
 
 PATCH = AnySymbolicTensorsLeafFastPath()
+AnySymbolicTensorsLeafFastPathCommand = PATCH.command

@@ -107,6 +107,17 @@ TEMPLATE = textwrap.dedent(
 
     def unmarked(self):
         self.size = 0
+
+
+    def enclosed(self):
+        with self.lock:
+            assert self.value  # forkgen: test-patch
+            UPSTREAM
+
+
+    def early():
+        # forkgen: test-patch
+        _seen = set()
     '''
 )
 HEADERS = Headers("A test patch.", "ours", None, "not-needed", None, "2026-12-01")
@@ -647,3 +658,81 @@ def test_the_command_alone_skips_upstreams_shape() -> None:
         patch.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(UPSTREAM_GET))
     with pytest.raises(AnchorDrift, match="found 0"):
         BEFORE_LOOKUP.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(UPSTREAM_GET))
+
+
+# -- placement and naming variants ---------------------------------------------------------------
+
+
+def test_an_enclosed_piece_and_a_helper_before_its_anchor_named_and_unreported() -> None:
+    patch = declare(
+        Replace(Anchor("Box.get", "return found", name="the return"), "enclosed", enclosed=True),
+        Helper(Anchor("", "class Box: ___", reported=False), "early", before=True),
+    )
+    after = edited(
+        "        return found\n", "        assert self.value  # forkgen: test-patch\n        return found\n",
+        edited("    return 1\n\n\nclass Box:", "    return 1\n\n\n# forkgen: test-patch\n_seen = set()\n\n\nclass Box:"),
+    )
+    check, text = run(patch, MODULE)
+    assert (check.detail, text) == ("edit the return and class Box: ___", after)
+    assert [(a.name, a.line) for a in check.anchors] == [("the return", 22)]
+    again, _ = run(patch, after)
+    assert again.present and [(a.name, a.line) for a in again.anchors] == [("the return", 27)]
+    assert run(patch, unmarked(after))[0].outcome is Outcome.UPSTREAM
+    assert drift(patch, edited("        return found\n", "        return None\n")) == (
+        "pkg/mod.py:15: anchor 'the return': expected exactly one `the return` in Box.get; found 0 not replaced and 0 replaced"
+    )
+    assert "_seen" in drift(patch, MODULE + "\n_seen = None\n")
+    with pytest.raises(ValueError, match="an enclosed piece"):
+        run(declare(Replace(Anchor("Box.get", "return found"), "early", enclosed=True)), MODULE)
+
+
+def test_explain_rewords_name_check_drift_and_the_command_alone_names_its_file() -> None:
+    def explain(self: DeclaredPatch, sources: Sources, drift: AnchorDrift) -> None:
+        raise AnchorDrift(PATH, 1, drift.anchor, "told", "by explain")
+
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds"), explain=explain)
+    assert drift(patch, MODULE) == "pkg/mod.py:1: anchor 'Box.get: found': expected told; found by explain"
+    told = declare(*BEFORE_LOOKUP.edits, explain=explain)
+    with pytest.raises(AnchorDrift) as caught:
+        told.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(UPSTREAM_GET))
+    assert str(caught.value) == "/x/pkg/mod.py:1: anchor 'found = helper(self.value, __)': expected told; found by explain"
+
+
+def test_blank_lines_above_an_insertion() -> None:
+    patch = declare(InsertAfter(Anchor("Box.__init__", "self.value = __"), "size", blank_lines=1))
+    spaced = edited("        self.value = value\n",
+                    "        self.value = value\n\n        self.size = len(self.value)  # forkgen: test-patch\n")
+    assert run(patch, MODULE)[1] == spaced and run(patch, spaced)[0].present
+
+
+def test_relied_on_anchors_are_reported_and_checked() -> None:
+    relied = Anchor("Box.__init__", "self.ready = False", name="not ready", description="Box starts not ready")
+    patch = declare(*WRAP.edits, relies_on=(relied, Anchor("Box", "x = 1", 0)))
+    assert [(a.name, a.line, a.description) for a in run(patch, MODULE)[0].anchors] == [
+        ("self.ready = True", 21, "in Box.get"), ("not ready", 13, "Box starts not ready")]
+    assert drift(patch, edited("self.ready = False", "self.ready = None")) == (
+        "pkg/mod.py:11: anchor 'not ready': expected exactly one `not ready` in Box.__init__; found 0")
+
+
+def test_upstream_shapes_each_with_its_detail() -> None:
+    shapes = (("cached upstream", (Anchor("Box.get", "self._cache.get(__)", expression=True),)),
+              ("counted upstream", (Anchor("Box.get", "self.lookups += 1", name="the count"),)))
+    patch = declare(*BEFORE_LOOKUP.edits, upstream_shapes=shapes)
+    assert run(patch, UPSTREAM_GET)[0].detail == "cached upstream"
+    counted = edited("        found = helper(self.value, key)\n", "        self.lookups += 1\n")
+    check = run(patch, counted)[0]
+    assert (check.outcome, check.detail, [(a.name, a.line) for a in check.anchors]) == (
+        Outcome.UPSTREAM, "counted upstream", [("the count", 18)])
+    # Alone, the command skips an upstream shape even where its anchors are still there.
+    both = edited("        return found\n", "        self.lookups += 1\n        return found\n")
+    with pytest.raises(SkipFile, match=r"upstream's already \(counted upstream\)"):
+        patch.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(both))
+
+
+def test_the_command_alone_runs_verify() -> None:
+    def verify(self: DeclaredPatch, sources: Sources, analysis: Analysis) -> None:
+        raise AnchorDrift(PATH, 2, "verify", "run", "alone too")
+
+    patch = declare(*WRAP.edits, verify=verify)
+    with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
+        patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))

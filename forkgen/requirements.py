@@ -27,6 +27,10 @@ def backend(name: str, torch_spec: str | None = None) -> list[str]:
     return [torch_spec] if name == "torch" and torch_spec else list(BACKENDS[name])
 
 
+#: What Keras imports without declaring it: 3.0-3.3's torch backend imports `packaging`
+#: (keras/src/utils/torch_utils.py), which 3.4 added to its requirements.
+UNDECLARED = ["packaging"]
+
 #: pytest 9's importorskip skips only a missing module, never an ImportError inside the fork.
 PYTEST = "pytest>=9"
 #: The equivalence suite's own needs, besides the wheel and the backend.

@@ -418,7 +418,8 @@ def run_upstream(
         raise VerificationError("; ".join(stale), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
     upstream_dir = project / "tests" / "upstream"
     parity_script = project / "tests" / "parity" / "models.py"
-    env = environment(work / f"upstream-{backend}", [*requirements.backend(backend, torch_spec), release.requirement],
+    env = environment(work / f"upstream-{backend}",
+                      [*requirements.backend(backend, torch_spec), *requirements.UNDECLARED, release.requirement],
                       f"{release} and the fork on {backend}")
     ships = env.has_file("keras", "src/layers/layer_test.py")
     run_tests = ships if tests is None else tests

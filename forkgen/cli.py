@@ -30,7 +30,6 @@ from forkgen.errors import (
     EXIT_OUTDATED,
     ForkgenError,
     UsageError,
-    VerificationError,
 )
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Analysis, PatchOutcome, Pin
@@ -428,9 +427,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     data = provenance.read_wheel(args.wheel)
     if args.check_current:
-        problems = provenance.stale_problems(args.wheel)
-        if problems:
-            raise VerificationError("; ".join(problems), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
+        provenance.require_current(args.wheel)
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK

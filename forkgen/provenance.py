@@ -12,7 +12,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
-from forkgen.errors import UsageError
+from forkgen.errors import UsageError, VerificationError
 
 #: The module the fork adds to the Keras tree; importable as `keras.src.forkgen_provenance`.
 PROVENANCE_PY = "keras/src/forkgen_provenance.py"
@@ -99,6 +99,13 @@ def stale_problems(wheel: Path) -> list[str]:
             f"(codemods digest {recorded or 'not recorded'}, checkout {current}): it is stale"
         ]
     return []
+
+
+def require_current(wheel: Path) -> None:
+    """VerificationError unless `wheel` is a fork wheel built by this checkout's codemods."""
+    problems = stale_problems(wheel)
+    if problems:
+        raise VerificationError("; ".join(problems), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
 
 
 def installed_provenance() -> tuple[Path | None, dict[str, Any] | None]:

@@ -410,12 +410,10 @@ def run_upstream(
     parity, upstream wheel and fork in one environment, fork first (upstream runs only the tests
     the fork did not pass); judged test by test (a suspect regression is rerun alone with the
     fork UPSTREAM_RERUNS times) and array by array."""
-    from forkgen.provenance import stale_problems
+    from forkgen.provenance import require_current
 
     release = release_of(wheel)
-    stale = stale_problems(wheel)
-    if stale:
-        raise VerificationError("; ".join(stale), hint="rebuild it: `nox -s build_fork` (or `forkgen build`)")
+    require_current(wheel)
     upstream_dir = project / "tests" / "upstream"
     parity_script = project / "tests" / "parity" / "models.py"
     env = environment(work / f"upstream-{backend}",
@@ -436,11 +434,15 @@ def run_upstream(
     base = {"KERAS_BACKEND": backend, "PYTHONPATH": plugin_path(upstream_dir, work)}
     expect = {"upstream": {"FORKGEN_EXPECT_UPSTREAM": release.version}, "patched": {"FORKGEN_WHEEL": str(wheel)}}
 
+    keras_pytest: list[str | Path] = [env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
+                    "-q", "--pyargs", *targets, *pytest_args]
+
+    def install_fork() -> None:
+        env.install(str(wheel), options=["--force-reinstall", "--no-deps"], what=wheel.name)
+
     def pytest(workers: str, junit: Path, extra: dict[str, str], what: str) -> None:
         junit.unlink(missing_ok=True)
-        code = run([env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
-                    "-n", workers, "-q", "--pyargs", *targets, *pytest_args, f"--junitxml={junit}"],
-                   cwd=scratch, env={**base, **extra}).returncode
+        code = run([*keras_pytest, "-n", workers, f"--junitxml={junit}"], cwd=scratch, env={**base, **extra}).returncode
         if not junit.is_file():
             raise VerificationError(
                 f"Keras's own tests did not run with {what} on {backend} (pytest exit {code}, no results written)",
@@ -461,8 +463,7 @@ def run_upstream(
     if run_tests:
         log(f"Keras's own tests collected with the upstream wheel: {' '.join(targets)}")
         collected_file.unlink(missing_ok=True)
-        code = run([env.python, "-m", "pytest", "-c", str(upstream_dir / "pytest.ini"), "--rootdir", str(upstream_dir),
-                    "--co", "-q", "--pyargs", *targets, *pytest_args], cwd=scratch, capture=True,
+        code = run([*keras_pytest, "--co"], cwd=scratch, capture=True,
                    env={**base, **expect["upstream"], "FORKGEN_COLLECTED": str(collected_file)})
         if code.returncode != 0 or not collected_file.is_file():
             raise VerificationError(
@@ -471,7 +472,7 @@ def run_upstream(
                 hint="pytest could not collect upstream's tests: this is the environment or the targets, not the patch",
             )
     parity("upstream")
-    env.install(str(wheel), options=["--force-reinstall", "--no-deps"], what=wheel.name)
+    install_fork()
     patched_xml = reports / f"upstream-tests-{backend}-patched.xml"
     if run_tests:
         log(f"Keras's own tests with the fork: {' '.join(targets)}")
@@ -510,7 +511,7 @@ def run_upstream(
     if first.regressions:
         listing = reports / f"upstream-tests-{backend}-suspects.txt"
         listing.write_text("".join(f"{key}\n" for key in suspects(first)), encoding="utf-8")
-        env.install(str(wheel), options=["--force-reinstall", "--no-deps"], what=wheel.name)
+        install_fork()
         for attempt in range(1, requirements.UPSTREAM_RERUNS + 1):
             log(f"rerun {attempt} of {requirements.UPSTREAM_RERUNS} of {len(first.regressions)} suspect(s) with the fork")
             rerun = reports / f"upstream-tests-{backend}-rerun{attempt}.xml"

@@ -330,7 +330,7 @@ def run_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, simulated: Si
     wheel.write_bytes(b"")
     monkeypatch.setattr(verify, "environment", lambda *a, **k: simulated)
     monkeypatch.setattr(verify, "release_of", lambda wheel: verify.Release("keras", "3.15.1", None))
-    monkeypatch.setattr(provenance, "stale_problems", lambda wheel: [])
+    monkeypatch.setattr(provenance, "require_current", lambda wheel: None)
     monkeypatch.setattr(verify, "run", simulated.run)
     return verify.run_upstream(wheel, "numpy", project=Path(__file__).resolve().parents[2], work=tmp_path / "w",
                                reports=tmp_path / "r")

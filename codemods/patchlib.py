@@ -196,6 +196,66 @@ class Patch(abc.ABC):
         return {c.__name__: str(getattr(c, "VERSION", self.version)) for c in self.codemods}
 
 
+# -- a patch's examples and mutants ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """An example of what a patch makes of a tree, in the manner of Fixit's VALID/INVALID examples.
+
+    A package's `cases.py` lists them as `CASES`; `tests/unit/test_patch_cases.py` runs each one.
+    `before` is the text of the patch's (first) file, or `{path: text}` for a patch of several
+    files. Say what must happen with exactly one of:
+
+    - `after`: the patch applies (not present) and makes `before` into `after` (text, or
+      `{path: text}` for the files it changes); `after` then checks as applied and present, and
+      applying again changes nothing;
+    - `upstream=True`: the outcome is *upstream*, and applying changes nothing;
+    - `drift`: the outcome is drift; the message starts with `<file>:<line>: ` and contains `drift`.
+
+    `detail`, when given, is the outcome's detail on `before`; `anchors`, when given, are the
+    (name, line) pairs the outcome reports on `before`.
+    """
+
+    name: str
+    before: str | Mapping[str, str]
+    after: str | Mapping[str, str] | None = None
+    upstream: bool = False
+    drift: str | None = None
+    detail: str | None = None
+    anchors: tuple[tuple[str, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        said = [self.after is not None, self.upstream, self.drift is not None]
+        if sum(said) != 1:
+            raise ValueError(f"case {self.name!r}: give exactly one of after, upstream=True, drift")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A small break of a patch's inserted code that its equivalence tests must catch (`nox -s
+    mutants` builds a fork with it): the text `old`, found exactly once in the package's file
+    `file`, becomes `new`."""
+
+    description: str
+    old: str
+    new: str
+    file: str = "inserted.py"
+
+
+def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
+    """The `CASES` and `MUTANTS` of `package`'s `cases` module (none without one)."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"{package}.cases")
+    except ModuleNotFoundError as missing:
+        if missing.name != f"{package}.cases":
+            raise
+        return (), ()
+    return tuple(getattr(module, "CASES", ())), tuple(getattr(module, "MUTANTS", ()))
+
+
 # -- helpers for the patches' analyses ----------------------------------------------------------
 
 

@@ -21,7 +21,6 @@ COMMON = "codemods/callspec_fast_path/templates/callspec_common.py"
 V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
-STATE_WRITES = "codemods/layer_call_state_writes/inserted.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
@@ -182,18 +181,6 @@ MUTANTS = [
         "        self.first_arg = args[0] if args else arguments[bindings.first_name]\n",
     ),
     # The backports: a one-line break of each patch's inserted code.
-    (
-        "layer-call-state-writes: the _called guard inverted",
-        STATE_WRITES,
-        "    if not self._called:  # forkgen: layer-call-state-writes\n",
-        "    if self._called:  # forkgen: layer-call-state-writes\n",
-    ),
-    (
-        "layer-call-state-writes: the built guard inverted",
-        STATE_WRITES,
-        "    if not self.built:  # forkgen: layer-call-state-writes\n",
-        "    if self.built:  # forkgen: layer-call-state-writes\n",
-    ),
     (
         "dtype-fast-paths: the fast path accepts str subclasses",
         DTYPES,
@@ -432,6 +419,25 @@ MUTANTS = [
     ),
 ]
 
+
+
+def declared_mutants() -> list[tuple[str, str, str, str]]:
+    """The mutants the series' packages declare (`MUTANTS` of each package's `cases` module), as
+    (name, template file, old, new), in series order, each name prefixed with its patch's."""
+    import importlib
+
+    from codemods.patchlib import examples
+    from codemods.series import SERIES_PACKAGES
+
+    found = []
+    for package in SERIES_PACKAGES:
+        patch = importlib.import_module(package).PATCH
+        found += [(f"{patch.name}: {mutant.description}", f"{package.replace('.', '/')}/{mutant.file}", mutant.old, mutant.new)
+                  for mutant in examples(package)[1]]
+    return found
+
+
+MUTANTS += declared_mutants()
 
 #: pytest-xdist workers for each mutant's equivalence run (FORKGEN_PYTEST_WORKERS, default 2; 0: none).
 WORKERS = [] if os.environ.get("FORKGEN_PYTEST_WORKERS", "2") == "0" else ["-n", os.environ.get("FORKGEN_PYTEST_WORKERS", "2")]

@@ -1,0 +1,102 @@
+"""Every patch's declared examples (`CASES` in its package's `cases.py`), in the manner of Fixit's
+VALID/INVALID examples: the change it makes, no change on a tree it already patched, the *upstream*
+outcome, drift with its diagnostic. Also: each declared mutant still applies to its file.
+
+A case is a `codemods.patchlib.Case`; the series' packages are found from `codemods.series`, so a
+new patch's cases run here without being listed anywhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext, TransformSkip, TransformSuccess, transform_module
+
+from codemods.engine import DeclaredPatch
+from codemods.patchlib import AnchorDrift, Case, Mutant, Outcome, Patch, Sources, examples
+from codemods.series import SERIES_PACKAGES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _declared() -> list[tuple[str, Patch, Case]]:
+    found = []
+    for package in SERIES_PACKAGES:
+        patch = importlib.import_module(package).PATCH
+        found += [(package, patch, case) for case in examples(package)[0]]
+    return found
+
+
+CASES = _declared()
+MUTANTS = [(package, mutant) for package in SERIES_PACKAGES for mutant in examples(package)[1]]
+
+
+def files(patch: Patch, text: str | Mapping[str, str]) -> dict[str, str]:
+    return dict(text) if isinstance(text, Mapping) else {patch.files[0]: text}
+
+
+def sources(given: Mapping[str, str]) -> Sources:
+    return Sources(lambda path: given.get(path))
+
+
+def run_command(patch: Patch, path: str, text: str) -> object:
+    """The patch's libcst command alone on one file, as `python -m libcst.tool codemod` runs it."""
+    assert isinstance(patch, DeclaredPatch)
+    return transform_module(patch.command(CodemodContext(filename=path)), text)
+
+
+@pytest.mark.parametrize(("package", "patch", "case"), CASES, ids=[f"{p.name}: {c.name}" for _, p, c in CASES])
+def test_case(package: str, patch: Patch, case: Case) -> None:
+    before = files(patch, case.before)
+    if case.drift is not None:
+        with pytest.raises(AnchorDrift) as caught:
+            patch.check(sources(before))
+        message = str(caught.value)
+        assert message.startswith(f"{caught.value.path}:{caught.value.line}: ") and caught.value.path in before
+        assert case.drift in message, message
+        return
+    check = patch.check(sources(before))
+    if case.detail is not None:
+        assert check.detail == case.detail
+    if case.anchors is not None:
+        assert [(a.name, a.line) for a in check.anchors] == list(case.anchors)
+    if case.upstream:
+        assert check.outcome is Outcome.UPSTREAM, check
+        if isinstance(patch, DeclaredPatch) and len(before) == 1:
+            ((path, text),) = before.items()
+            assert isinstance(run_command(patch, path, text), TransformSkip)
+        return
+    assert check.outcome is Outcome.APPLIED and not check.present, check
+    tree = sources(before)
+    patch.check(tree)
+    patch.apply(tree)
+    expected = files(patch, case.after or {})
+    rendered = tree.rendered()
+    assert {path: rendered[path] for path in rendered} == expected
+    after = {**before, **expected}
+    again = patch.check(sources(after))
+    assert again.outcome is Outcome.APPLIED and again.present, again
+    if isinstance(patch, DeclaredPatch):
+        for path, text in before.items():
+            result = run_command(patch, path, text)
+            if path in expected:
+                assert isinstance(result, TransformSuccess) and result.code == expected[path]
+            assert isinstance(run_command(patch, path, after[path]), TransformSkip)
+
+
+@pytest.mark.parametrize(("package", "mutant"), MUTANTS, ids=[m.description for _, m in MUTANTS])
+def test_mutant_applies(package: str, mutant: Mutant) -> None:
+    text = (ROOT / package.replace(".", "/") / mutant.file).read_text(encoding="utf-8")
+    assert text.count(mutant.old) == 1 and mutant.old != mutant.new
+    cst.parse_module(text.replace(mutant.old, mutant.new))
+
+
+def test_every_declared_patch_has_cases() -> None:
+    declared = {importlib.import_module(p).PATCH.name for p in SERIES_PACKAGES
+                if isinstance(importlib.import_module(p).PATCH, DeclaredPatch)}
+    with_cases = {patch.name for _, patch, _ in CASES}
+    assert declared <= with_cases, f"declared patches without cases.py: {sorted(declared - with_cases)}"

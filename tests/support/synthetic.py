@@ -276,35 +276,26 @@ def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
 LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYER_V4}
 
 
-#: The modules holding the synthetic files (FILES) the patches of the series anchor on, beyond
-#: layer.py: one per patch that touches other files, written with that patch.
-PATCH_FILE_MODULES: tuple[str, ...] = (
-    "tests.support.synthetic_dtype_fast_paths",
-    "tests.support.synthetic_torch_convert_to_tensor_device",
-    "tests.support.synthetic_input_spec_single_fast_path",
-    "tests.support.synthetic_operation_call_error_info",
-    "tests.support.synthetic_torch_tree_leaf_shortcut",
-    "tests.support.synthetic_torch_trainer_batch_size",
-    "tests.support.synthetic_torch_tree_node_type_fast_path",
-    "tests.support.synthetic_torch_conv_single_copy",
-    "tests.support.synthetic_global_state_lookup_fast_path",
-    "tests.support.synthetic_trainer_symbolic_build_skip",
-    "tests.support.synthetic_functional_graph_fast_paths",
-    "tests.support.synthetic_torch_max_pool_channels_last",
-    "tests.support.synthetic_torch_convert_to_tensor_noop_moves",
-    "tests.support.synthetic_any_symbolic_tensors_leaf_fast_path",
-    "tests.support.synthetic_torch_variable_value_fast_path",
-    "tests.support.synthetic_torch_tree_flat_fast_paths",
-)
-
-
 def patch_files() -> dict[str, str]:
-    """Every synthetic file the series' patches anchor on outside layer.py."""
+    """Every synthetic file the series' patches anchor on outside layer.py, found by each
+    package's name (a new patch's come with it, nothing to list): the `FILES` of its `cases`
+    module, else of `tests/support/synthetic_<package>.py`."""
     import importlib
 
+    from codemods.series import SERIES_PACKAGES
+
     files: dict[str, str] = {}
-    for name in PATCH_FILE_MODULES:
-        files.update(importlib.import_module(name).FILES)
+    for package in SERIES_PACKAGES:
+        for name in (f"{package}.cases", f"tests.support.synthetic_{package.rsplit('.', 1)[1]}"):
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as missing:
+                if missing.name != name:
+                    raise
+                continue
+            if hasattr(module, "FILES"):
+                files.update(module.FILES)
+                break
     return files
 
 

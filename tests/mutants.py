@@ -28,7 +28,6 @@ INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
-TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
@@ -240,18 +239,6 @@ MUTANTS = [
         TORCH_TREE,
         "    if _tree_is_leaf(structure):\n",
         "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
-    ),
-    (
-        "torch-trainer-batch-size: the guard forgets tensor types registered as tree nodes",
-        TRAINER_BATCH,
-        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
-        "            if type(x) is torch.Tensor\n",
-    ),
-    (
-        "torch-trainer-batch-size: isinstance (reads a proxy's __class__) instead of the exact type",
-        TRAINER_BATCH,
-        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
-        "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
     ),
     (
         "torch-tree-node-type-fast-path: the node type read from __class__ (a mock's or proxy's claim)",

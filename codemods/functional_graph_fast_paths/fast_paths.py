@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -36,7 +37,40 @@ from codemods.patchlib import (
     marker,
     template_pieces,
 )
-from codemods.torch_trainer_batch_size.read_batch_size import bindings
+
+def bindings(nodes: Iterable[ast.AST], descend: bool) -> Iterator[tuple[str, ast.AST]]:
+    """(name, node) for every name the code of `nodes` binds or deletes, in that scope.
+
+    With `descend`, nested functions, classes and comprehensions count too (an
+    over-approximation: a name bound anywhere in a method is refused, never guessed about).
+    """
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name, node
+            if not descend:
+                stack.extend(node.decorator_list)
+                continue
+        if isinstance(node, ast.Lambda) and not descend:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            yield node.id, node
+        elif isinstance(node, ast.arg):
+            yield node.arg, node
+        elif isinstance(node, ast.alias):
+            yield (node.asname or node.name.split(".")[0]), node
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            yield node.name, node
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            yield node.name, node
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            yield node.rest, node
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                yield name, node
+        stack.extend(ast.iter_child_nodes(node))
+
 
 NAME = "functional-graph-fast-paths"
 SYMBOLIC_ARGUMENTS_PY = "keras/src/ops/symbolic_arguments.py"

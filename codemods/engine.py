@@ -9,7 +9,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       Wrap(anchor, piece)           the anchor statement goes where the piece says `UPSTREAM`
       InsertBefore(anchor, piece)   the piece's statements right before the anchor statement
       InsertAfter(anchor, piece)    ... right after it
-      Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring)
+      Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring;
+                                    optionally `path=` another file, `reported=False`)
       Replace(anchor, piece)        the piece instead of the anchor statement (`UPSTREAM` in the
                                     piece, if any, keeps the anchor there)
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
@@ -37,7 +38,8 @@ pattern written as Python source, a statement or (`expression=True`) an expressi
 expected count (exactly one by default), and optionally `alternatives` (the same code in another
 release's words, matched in its place; an expression pattern may be a keyword argument,
 `name=<expression>`, which matches that argument of a call, its line the keyword's), a `name`
-(what reports and drift call it) and
+(what reports and drift call it), `file_shown=False` (reports leave its file unnamed, as when it
+is the patch's first) and
 `reported=False` (left out of the outcome's anchors). In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
@@ -293,6 +295,8 @@ class Anchor:
     reported: bool = True
     #: What reports and drift call it (default: its pattern).
     name: str | None = None
+    #: Reports name its file when it is not the patch's first (False: never).
+    file_shown: bool = True
 
     @property
     def title(self) -> str:
@@ -424,8 +428,10 @@ class Helper(Edit):
 class Prepend(Edit):
     """The piece's statements first in the body of the function `scope` (after its docstring)."""
 
-    def __init__(self, scope: str, piece: str, label: str | None = None) -> None:
-        super().__init__(Anchor(scope, "", description=f"first statement of {scope}"), piece, label)
+    def __init__(self, scope: str, piece: str, label: str | None = None, *, path: str | None = None,
+                 reported: bool = True) -> None:
+        super().__init__(Anchor(scope, "", description=f"first statement of {scope}", path=path, reported=reported),
+                         piece, label)
 
     @property
     def name(self) -> str:
@@ -964,7 +970,7 @@ class DeclaredPatch(Patch):
         edit = occurrence.edit
         name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
         return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
-                            analysis.path if analysis.path != self.files[0] else "")
+                            self._shown(edit.anchor, analysis.path))
 
     def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:
         """The detail and reports of the first upstream shape whose patterns are each found their
@@ -982,7 +988,7 @@ class DeclaredPatch(Patch):
                     break
                 if anchor.reported and hits:
                     reports.append(AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where,
-                                                path if path != self.files[0] else ""))
+                                                self._shown(anchor, path)))
             else:
                 return detail, tuple(reports)
         return None
@@ -998,7 +1004,11 @@ class DeclaredPatch(Patch):
                               f"{len(hits)}")
         if not (anchor.reported and hits):
             return None
-        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, path if path != self.files[0] else "")
+        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, self._shown(anchor, path))
+
+    def _shown(self, anchor: Anchor, path: str) -> str:
+        """The file a report names: the anchor's, unless the patch's first (or `file_shown=False`)."""
+        return path if path != self.files[0] and anchor.file_shown else ""
 
     def decide(self, files: Sequence[FileAnalysis]) -> Outcome:
         """UPSTREAM when every piece is upstream's, else APPLIED; drift for a partial presence."""

@@ -35,7 +35,6 @@ TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
-FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
@@ -317,18 +316,6 @@ MUTANTS = [
         SYMBOLIC_BUILD,
         '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
         '    if "_track_variables" in state:\n',
-    ),
-    (
-        "functional-graph-fast-paths: fill_in's fast path also taken with keyword arguments (they are dropped)",
-        FUNCTIONAL_GRAPH,
-        "        and not self.kwargs\n",
-        "",
-    ),
-    (
-        "functional-graph-fast-paths: _standardize_inputs' fast path takes a list subclass the tree calls a leaf",
-        FUNCTIONAL_GRAPH,
-        "        and not isinstance(inputs, (list, dict))\n",
-        "        and not isinstance(inputs, dict)\n",
     ),
     (
         "torch-max-pool-channels-last: the output made contiguous with .contiguous() (keeps a 1x1 output's strides)",

@@ -9,11 +9,14 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       Wrap(anchor, piece)           the anchor statement goes where the piece says `UPSTREAM`
       InsertBefore(anchor, piece)   the piece's statements right before the anchor statement
       InsertAfter(anchor, piece)    ... right after it
-      Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring)
+      Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring;
+                                    optionally `path=` another file, `reported=False`)
       Replace(anchor, piece)        the piece instead of the anchor statement (`UPSTREAM` in the
                                     piece, if any, keeps the anchor there)
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
-                                    (`UPSTREAM` in it keeps the anchor there)
+                                    (`UPSTREAM` in it keeps the anchor there); for a keyword
+                                    argument anchor, the piece is a call with that argument,
+                                    whose value replaces the anchor's (`UPSTREAM`: its value)
       Helper(anchor, piece)         module-level statements right after a module-level anchor
                                     (`before=True`: right before it)
 
@@ -33,7 +36,10 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
 expected count (exactly one by default), and optionally `alternatives` (the same code in another
-release's words, matched in its place), a `name` (what reports and drift call it) and
+release's words, matched in its place; an expression pattern may be a keyword argument,
+`name=<expression>`, which matches that argument of a call, its line the keyword's), a `name`
+(what reports and drift call it), `file_shown=False` (reports leave its file unnamed, as when it
+is the patch's first) and
 `reported=False` (left out of the outcome's anchors). In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
@@ -235,11 +241,20 @@ class Pattern:
         return None if found is None else {k: cast(cst.CSTNode, v) for k, v in found.items()}
 
 
+#: An expression pattern that is a keyword argument (`name=...`, not `name==...`).
+_KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s*=(?!=)")
+
+
 @functools.cache
 def compile_pattern(source: str, expression: bool = False) -> Pattern:
     """`source` (a statement, or with `expression` an expression) compiled to a matcher."""
     text = textwrap.dedent(source).strip()
-    node: cst.CSTNode = cst.parse_expression(text) if expression else cst.parse_statement(text)
+    node: cst.CSTNode
+    if expression and _KEYWORD.match(text):
+        # A keyword argument, `name=<expression>`: the argument of a call.
+        node = cst.ensure_type(cst.parse_expression(f"f({text})"), cst.Call).args[0]
+    else:
+        node = cst.parse_expression(text) if expression else cst.parse_statement(text)
     compiler = _Compiler(wildcards=True)
     matcher = compiler.node(node)
     if not isinstance(matcher, m.BaseMatcherNode) or _wildcard(node):
@@ -280,6 +295,8 @@ class Anchor:
     reported: bool = True
     #: What reports and drift call it (default: its pattern).
     name: str | None = None
+    #: Reports name its file when it is not the patch's first (False: never).
+    file_shown: bool = True
 
     @property
     def title(self) -> str:
@@ -411,8 +428,10 @@ class Helper(Edit):
 class Prepend(Edit):
     """The piece's statements first in the body of the function `scope` (after its docstring)."""
 
-    def __init__(self, scope: str, piece: str, label: str | None = None) -> None:
-        super().__init__(Anchor(scope, "", description=f"first statement of {scope}"), piece, label)
+    def __init__(self, scope: str, piece: str, label: str | None = None, *, path: str | None = None,
+                 reported: bool = True) -> None:
+        super().__init__(Anchor(scope, "", description=f"first statement of {scope}", path=path, reported=reported),
+                         piece, label)
 
     @property
     def name(self) -> str:
@@ -951,7 +970,7 @@ class DeclaredPatch(Patch):
         edit = occurrence.edit
         name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
         return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
-                            analysis.path if analysis.path != self.files[0] else "")
+                            self._shown(edit.anchor, analysis.path))
 
     def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:
         """The detail and reports of the first upstream shape whose patterns are each found their
@@ -969,7 +988,7 @@ class DeclaredPatch(Patch):
                     break
                 if anchor.reported and hits:
                     reports.append(AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where,
-                                                path if path != self.files[0] else ""))
+                                                self._shown(anchor, path)))
             else:
                 return detail, tuple(reports)
         return None
@@ -985,7 +1004,11 @@ class DeclaredPatch(Patch):
                               f"{len(hits)}")
         if not (anchor.reported and hits):
             return None
-        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, path if path != self.files[0] else "")
+        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, self._shown(anchor, path))
+
+    def _shown(self, anchor: Anchor, path: str) -> str:
+        """The file a report names: the anchor's, unless the patch's first (or `file_shown=False`)."""
+        return path if path != self.files[0] and anchor.file_shown else ""
 
     def decide(self, files: Sequence[FileAnalysis]) -> Outcome:
         """UPSTREAM when every piece is upstream's, else APPLIED; drift for a partial presence."""
@@ -1013,7 +1036,8 @@ class DeclaredPatch(Patch):
                 declared |= names_of(self.compiled(edit).piece, into_defs=False)[1]
         module_names: set[str] | None = None
         for o in analysis.todo:
-            used, bound = names_of(self.compiled(o.edit).piece)
+            compiled = self.compiled(o.edit)
+            used, bound = names_of([compiled.expression] if compiled.expression is not None else compiled.piece)
             free = used - bound - declared - {PLACEHOLDER}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
@@ -1054,7 +1078,8 @@ class DeclaredPatch(Patch):
             compiled = self.compiled(o.edit)
             if isinstance(o.edit, ReplaceExpression):
                 assert o.statement is not None and compiled.expression is not None
-                _add(plan, o.node, functools.partial(_fill, compiled.expression))
+                fill = _fill_value if isinstance(o.node, cst.Arg) else _fill
+                _add(plan, o.node, functools.partial(fill, compiled.expression))
                 _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
                 extra |= ancestors(o.statement, o.node)
@@ -1087,7 +1112,16 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(piece) == 1 else None
         if not isinstance(small, (cst.Expr, cst.Return)) or small.value is None:
             raise ValueError(f"{patch.name}: {edit.piece}: a ReplaceExpression piece is one expression (or return)")
-        matcher = _Compiler(False, edit.anchor.compiled.matcher).node(small.value)
+        anchor = edit.anchor.compiled.matcher
+        if isinstance(anchor, m.Arg):
+            # A keyword argument: the piece is a call with that argument, whose value replaces the
+            # anchor's (`UPSTREAM` in it: the anchor's value).
+            args = [n for n in walk(small.value) if isinstance(n, cst.Arg) and m.matches(n, m.Arg(keyword=anchor.keyword))]
+            if len(args) != 1:
+                raise ValueError(f"{patch.name}: {edit.piece}: no one keyword argument to take the anchor's place")
+            value = _Compiler(False, anchor.value).node(args[0].value)
+            return _Compiled(piece, piece, (m.Arg(keyword=anchor.keyword, value=value),), ("Arg",), args[0].value)
+        matcher = _Compiler(False, anchor).node(small.value)
         return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
     template = tuple(edit.template(piece))
     placeholder = None if isinstance(edit, Prepend) else edit.anchor.compiled.matcher
@@ -1130,6 +1164,11 @@ class _Fill(cst.CSTTransformer):
 
 def _fill(template: cst.CSTNode, upstream: cst.CSTNode) -> Any:
     return template.visit(_Fill(upstream))
+
+
+def _fill_value(template: cst.CSTNode, upstream: cst.Arg) -> Any:
+    """A keyword argument anchor: its value takes the template's place (`UPSTREAM`: its value)."""
+    return upstream.with_changes(value=_fill(template, upstream.value))
 
 
 def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) -> Any:

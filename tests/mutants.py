@@ -28,7 +28,6 @@ INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
-TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
@@ -36,7 +35,6 @@ TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
-FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
@@ -242,18 +240,6 @@ MUTANTS = [
         "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
     ),
     (
-        "torch-trainer-batch-size: the guard forgets tensor types registered as tree nodes",
-        TRAINER_BATCH,
-        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
-        "            if type(x) is torch.Tensor\n",
-    ),
-    (
-        "torch-trainer-batch-size: isinstance (reads a proxy's __class__) instead of the exact type",
-        TRAINER_BATCH,
-        "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
-        "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
-    ),
-    (
         "torch-tree-node-type-fast-path: the node type read from __class__ (a mock's or proxy's claim)",
         NODE_TYPE,
         "        node_type = type(structure)\n",
@@ -330,18 +316,6 @@ MUTANTS = [
         SYMBOLIC_BUILD,
         '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
         '    if "_track_variables" in state:\n',
-    ),
-    (
-        "functional-graph-fast-paths: fill_in's fast path also taken with keyword arguments (they are dropped)",
-        FUNCTIONAL_GRAPH,
-        "        and not self.kwargs\n",
-        "",
-    ),
-    (
-        "functional-graph-fast-paths: _standardize_inputs' fast path takes a list subclass the tree calls a leaf",
-        FUNCTIONAL_GRAPH,
-        "        and not isinstance(inputs, (list, dict))\n",
-        "        and not isinstance(inputs, dict)\n",
     ),
     (
         "torch-max-pool-channels-last: the output made contiguous with .contiguous() (keeps a 1x1 output's strides)",

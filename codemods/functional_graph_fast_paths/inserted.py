@@ -1,4 +1,4 @@
-"""What `functional-graph-fast-paths` puts into Keras. Parsed by the codemod, never imported.
+"""What `functional-graph-fast-paths` puts into Keras. Parsed by the engine, never imported.
 
 `fill_in_tensors` goes into keras/src/ops/symbolic_arguments.py, in `SymbolicArguments.fill_in`,
 right after upstream's single-tensor fast path (`KerasTensor` is the module's own import).

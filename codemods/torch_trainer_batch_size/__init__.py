@@ -2,8 +2,8 @@
 keras-nightly 3.16.0.dev2026102704).
 
 The torch trainer's `train_step` and `test_step` weigh the loss tracker's update by the batch
-size, `next(i for i in tree.flatten(x) if i is not None).shape[0]`: for a single input tensor,
-the common case, a walk through the tree implementation and a generator only to reach `x`.
+size, `next(i for i in tree.flatten(x) if i is not None).shape[0]`: for a single input tensor, a
+walk through the tree implementation and a generator only to reach `x`.
 Upstream now reads `x.shape[0]` when `isinstance(x, torch.Tensor)`. The patch reads it when
 
     type(x) is torch.Tensor and not tree.is_nested(x)
@@ -26,43 +26,31 @@ Carried: the speed part only. Left out, with why:
 - `isinstance` itself: it reads `x.__class__` for objects that are not tensors, which runs code
   (a proxy or mock that claims to be a tensor) that 3.15.1 never ran. `type(x) is torch.Tensor`
   runs none, and is cheaper; tensor subclasses (`torch.nn.Parameter`, ...) take upstream's way.
-- nightly's other changes on the same lines (`loss.detach()` in the update, DDP's
-  `model = self.ddp_model or self`): other PRs, not speed fixes of this one.
-Inputs that are lists, tuples, dicts, namedtuples, None, numpy arrays, Variables or anything but
-an exact `torch.Tensor` go through upstream's expression unchanged, so a None leaf, a first leaf
-that is not the batch-carrying one or a non-tensor leaf gives what it gave.
-
-No switch: the equivalence needs no run-time state.
-
-Keras 3.0.0-3.1.x update the loss tracker without a batch size, and 3.2.0-3.11.3 read it as
-`tree.flatten(x)[0].shape[0]` (no None skip): not this change's target (`since = "3.12.0"`).
+- nightly's other changes there (`loss.detach()`, DDP's `self.ddp_model`): other PRs.
+Anything but an exact `torch.Tensor` leaf goes through upstream's expression unchanged. No
+switch: the equivalence needs no run-time state. Keras 3.0.0-3.1.x update the loss tracker without
+a batch size, 3.2.0-3.11.3 read `tree.flatten(x)[0].shape[0]` (no None skip): `since = "3.12.0"`.
 """
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+import libcst as cst
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-from codemods.torch_trainer_batch_size.read_batch_size import (
-    ABSENT,
-    NAME,
-    OURS,
-    TRAINER_PY,
-    TREE_INIT_PY,
-    Analysis,
-    ReadBatchSizeCommand,
-    analyze,
-    anchors,
-    check_is_nested_exported,
-)
+from codemods import engine
+from codemods.engine import Anchor, DeclaredPatch, Details, ReplaceExpression, lines, names_of
+from codemods.patchlib import AnchorDrift, Headers, Sources
+
+TRAINER_PY = "keras/src/backend/torch/trainer.py"
+#: Read only (nothing rewrites it): the guard calls `tree.is_nested`, which `tree` must export.
+TREE_INIT_PY = "keras/src/tree/__init__.py"
+METHODS = ("train_step", "test_step")
+FLATTEN = "next(i for i in tree.flatten(x) if i is not None).shape[0]"
+#: The names the guard reads besides `x`, and how the module must bind each (`type`: never).
+GUARD_NAMES = {"torch": "import torch", "tree": "from keras.src import tree", "type": None}
 
 
-def _analysis(sources: Sources) -> Analysis:
-    return sources.analysed(NAME, TRAINER_PY, analyze)
-
-
-class TorchTrainerBatchSize(Patch):
-    name = NAME
+class TorchTrainerBatchSize(DeclaredPatch):
+    name = "torch-trainer-batch-size"
     version = "1"
     headers = Headers(
         description="torch train_step/test_step read the batch size of a plain tensor input as x.shape[0], "
@@ -73,27 +61,60 @@ class TorchTrainerBatchSize(Patch):
         applied_upstream="keras-nightly 3.16.0.dev2026102704",
         last_update="2026-12-01",
     )
-    # The check also reads keras/src/tree/__init__.py (TREE_INIT_PY), which nothing rewrites.
     files = (TRAINER_PY,)
-    codemods = (ReadBatchSizeCommand,)
+    codemod = "ReadBatchSizeCommand"
     since = "3.12.0"
+    #: Each method's `sample_weight=` value goes where inserted.py's guard says `UPSTREAM`.
+    edits = tuple(
+        ReplaceExpression(Anchor(f"TorchTrainer.{method}", f"sample_weight={FLATTEN}", expression=True,
+                                 description=f"in TorchTrainer.{method}'s loss tracker update"), "loss_tracker_update")
+        for method in METHODS
+    )
+    #: keras-nightly since #23187 (its class is `Trainer` there): `isinstance(x, torch.Tensor)`.
+    upstream_patterns = tuple(
+        Anchor(f"Trainer.{method}", f"sample_weight=x.shape[0] if isinstance(x, torch.Tensor) else {FLATTEN}",
+               expression=True, name=f"sample_weight={FLATTEN}", description=f"in Trainer.{method}'s loss tracker update")
+        for method in METHODS
+    )
+    upstream_forms = False
+    #: The loss tracker's argument; one trainer class; the guard's imports; tree_api's `is_nested`.
+    relies_on = (
+        *(Anchor(f"TorchTrainer.{method}", "self._loss_tracker.update_state(___, sample_weight=__)", expression=True,
+                 reported=False) for method in METHODS),
+        Anchor("", "class Trainer: ___", count=0, reported=False),
+        *(Anchor("", how, reported=False) for how in GUARD_NAMES.values() if how),
+        Anchor("", "from keras.src.tree.tree_api import is_nested", path=TREE_INIT_PY, reported=False),
+    )
+    details = Details("read x.shape[0] for a plain tensor in train_step and test_step",
+                      "train_step and test_step read x.shape[0] (forkgen)",
+                      "train_step and test_step read x.shape[0] for a torch.Tensor")
 
-    def check(self, sources: Sources) -> Check:
-        analysis = _analysis(sources)
-        found = anchors(analysis)
-        if analysis.state == ABSENT:
-            check_is_nested_exported(sources.ast(TREE_INIT_PY))
-            return Check(Outcome.APPLIED, "read x.shape[0] for a plain tensor in train_step and test_step", found)
-        if analysis.state == OURS:
-            check_is_nested_exported(sources.ast(TREE_INIT_PY))
-            return Check(Outcome.APPLIED, "train_step and test_step read x.shape[0] (forkgen)", found, present=True)
-        return Check(Outcome.UPSTREAM, "train_step and test_step read x.shape[0] for a torch.Tensor", found)
-
-    def apply(self, sources: Sources) -> None:
+    def verify(self, sources: Sources, analysis: engine.Analysis) -> None:
+        """Semantic (the engine only asks that a name be bound): the guard's `torch`, `tree`, `type`
+        are the module, `keras.src.tree`, the builtin in both methods, `tree.is_nested` tree_api's."""
         module = sources.module(TRAINER_PY)
-        command = ReadBatchSizeCommand(CodemodContext(filename=TRAINER_PY), sources.ast(TRAINER_PY), _analysis(sources))
-        sources.replace(TRAINER_PY, command.transform_module(module))
+        for name, how in GUARD_NAMES.items():
+            _bound_once(module, TRAINER_PY, name, 1 if how else 0, f"module-level {name}", how or "the builtin")
+        for o in analysis.files[0].occurrences:
+            scope = cst.ensure_type(o.scope, cst.FunctionDef)
+            local = sorted(set(GUARD_NAMES) & names_of([scope.params, scope.body])[1])
+            if local:
+                raise AnchorDrift(TRAINER_PY, lines(module, [scope])[id(scope)], o.edit.anchor.scope,
+                                  f"no local binding of {', '.join(GUARD_NAMES)}", f"`{local[0]}` bound")
+        if sources.exists(TREE_INIT_PY):  # not when the command runs alone on the trainer
+            _bound_once(sources.module(TREE_INIT_PY), TREE_INIT_PY, "is_nested", 1,
+                        "from keras.src.tree.tree_api import is_nested", "that import")
+
+
+def _bound_once(module: cst.Module, path: str, name: str, count: int, anchor: str, how: str) -> None:
+    """Drift unless `count` module-level statements bind `name`."""
+    found = [s for s in module.body if name in names_of([s], into_defs=False)[1]]
+    if len(found) != count:
+        at = lines(module, found)
+        raise AnchorDrift(path, at[id(found[0])] if found else 1, anchor,
+                          f"{'no' if not count else 'exactly one'} module-level binding of {name}, {how}",
+                          ", ".join(f"line {at[id(s)]}" for s in found) or "none")
 
 
 PATCH = TorchTrainerBatchSize()
-__all__ = ["PATCH", "ReadBatchSizeCommand"]
+ReadBatchSizeCommand = PATCH.command

@@ -736,3 +736,36 @@ def test_the_command_alone_runs_verify() -> None:
     patch = declare(*WRAP.edits, verify=verify)
     with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
         patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))
+
+
+def test_a_keyword_argument_anchor_and_its_value_replaced() -> None:
+    keyword = compile_pattern("size=len(__)", expression=True)
+    assert keyword.kind == "Arg" and keyword.match(cst.Arg(cst.Name("x"))) is None
+    assert compile_pattern("size == len(__)", expression=True).kind == "Comparison"
+    text = "def f(items):\n    report(items, size=len(\n        items\n    ), sep=1)\n"
+    template = (
+        "def sized(items):\n    report(\n        items,\n        size=(  # forkgen: test-patch\n"
+        "            0 if items is None else UPSTREAM\n        ),\n    )\n"
+    )
+    patch = declare(ReplaceExpression(Anchor("f", "size=len(__)", expression=True), "sized"),
+                    template_source=template)
+    check, after = run(patch, text)
+    # The argument's line is its keyword's; only its value changes, upstream's node for node.
+    assert [(a.name, a.line) for a in check.anchors] == [("size=len(__)", 2)]
+    assert after == text.replace("size=len(\n        items\n    )", (
+        "size=(  # forkgen: test-patch\n            0 if items is None else len(\n        items\n    )\n        )"))
+    assert run(patch, after)[0].present and run(patch, unmarked(after))[0].outcome is Outcome.UPSTREAM
+    assert "found 0 not replaced and 0 replaced" in drift(patch, text.replace("size=", "count="))
+
+
+def test_a_prepend_into_another_file_unreported_and_a_report_without_its_file() -> None:
+    other = "pkg/other.py"
+    texts = {PATH: MODULE, other: "def run(x):\n    # first\n    return x\n"}
+    shown = Anchor("run", "return x", path=other)
+    patch = declare(Prepend("run", "early", path=other, reported=False), files=(PATH, other),
+                    relies_on=(shown, Anchor("run", "return x", path=other, file_shown=False, name="unnamed")))
+    tree = Sources(lambda path: texts.get(path))
+    check = patch.check(tree)
+    assert [(a.name, a.line, a.path) for a in check.anchors] == [("return x", 3, other), ("unnamed", 3, "")]
+    patch.apply(tree)
+    assert tree.rendered() == {other: "def run(x):\n    # first\n    # forkgen: test-patch\n    _seen = set()\n    return x\n"}

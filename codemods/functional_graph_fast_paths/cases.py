@@ -1,0 +1,92 @@
+"""What `functional-graph-fast-paths` makes of the synthetic symbolic_arguments.py / functional.py
+(tests/support/synthetic_functional_graph_fast_paths.py, shared with the series' synthetic tree; run
+by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+
+from codemods.patchlib import Case, Mutant
+from tests.support.synthetic_functional_graph_fast_paths import FUNCTIONAL as FN
+from tests.support.synthetic_functional_graph_fast_paths import FUNCTIONAL_PY as FN_PY
+from tests.support.synthetic_functional_graph_fast_paths import SYMBOLIC_ARGUMENTS as SA
+from tests.support.synthetic_functional_graph_fast_paths import SYMBOLIC_ARGUMENTS_PY as SA_PY
+
+SINGLE = "            return (tensor_dict[id(self._single_positional_tensor)],), {}\n"
+FILL_IN_FAST = (
+    "        # forkgen: functional-graph-fast-paths (positional KerasTensors only: what convert returns)\n"
+    "        if (\n"
+    "            type(self.args) is tuple\n"
+    "            and type(self.kwargs) is dict\n"
+    "            and not self.kwargs\n"
+    "            and all(type(x) is KerasTensor for x in self.args)\n"
+    "        ):\n"
+    "            return tuple(tensor_dict.get(id(x), None) for x in self.args), {}\n"
+)
+STANDARDIZE_DEF = "    def _standardize_inputs(self, inputs):\n"
+STANDARDIZE_FAST = (
+    "        # forkgen: functional-graph-fast-paths (one KerasTensor input, a non-nested value)\n"
+    "        if (\n"
+    "            type(self._inputs_struct) is backend.KerasTensor\n"
+    "            and type(self)._maybe_warn_inputs_struct_mismatch is Functional._maybe_warn_inputs_struct_mismatch\n"
+    "            and not isinstance(inputs, (list, dict))\n"
+    "            and not tree.is_nested(inputs)\n"
+    "        ):\n"
+    "            return self._adjust_input_rank(self._convert_inputs_to_tensors([inputs]))\n"
+)
+SA_AFTER = SA_PY.replace(SINGLE, SINGLE + FILL_IN_FAST, 1)
+FN_AFTER = FN_PY.replace(STANDARDIZE_DEF, STANDARDIZE_DEF + STANDARDIZE_FAST, 1)
+WARN = "        self._maybe_warn_inputs_struct_mismatch(\n            inputs, raise_exception=raise_exception\n        )\n"
+
+
+def drift(name: str, words: str, sa: str = SA_PY, fn: str = FN_PY) -> Case:
+    return Case(name, {SA: sa, FN: fn}, drift=words)
+
+
+CASES = (
+    Case("both fast paths, comments and other methods unchanged", {SA: SA_PY, FN: FN_PY}, {SA: SA_AFTER, FN: FN_AFTER},
+         detail="fill_in and _standardize_inputs: fast paths for the common cases",
+         anchors=(("if self._single_positional_tensor is not None:", 21), ("flat_inputs = tree.flatten(inputs)", 28))),
+    drift("half applied", "expected all pieces present or none; found SymbolicArguments.fill_in forkgen's, "
+          "Functional._standardize_inputs missing", sa=SA_AFTER),
+    drift("an unmarked fast path", "expected to edit, or edited by forkgen; found an edited form without forkgen's marker",
+          sa=SA_AFTER.replace(FILL_IN_FAST.splitlines(True)[0], ""), fn=FN_AFTER),
+    drift("another single-tensor test", f"{SA}:19: anchor 'if self._single_positional_tensor is not None:': expected "
+          "exactly one `if self._single_positional_tensor is not None:` in SymbolicArguments.fill_in; found 0",
+          sa=SA_PY.replace("if self._single_positional_tensor is not None:", "if self._single_positional_tensor:")),
+    drift("two single-tensor tests", f"{SA}:21: anchor 'if self._single_positional_tensor is not None:': expected "
+          "exactly one", sa=SA_PY.replace("        return self.convert(switch_fn)\n",
+                                          "        if self._single_positional_tensor is not None:\n            pass\n"
+                                          "        return self.convert(switch_fn)\n")),
+    drift("another fallback", f"{SA}:7: anchor 'SymbolicArguments.fill_in: return self.convert(switch_fn) last'",
+          sa=SA_PY.replace("return self.convert(switch_fn)", "return self.convert(switch_fn, True)")),
+    drift("another convert", f"{SA}:7: anchor 'SymbolicArguments.convert': expected exactly one",
+          sa=SA_PY.replace("kwargs = tree.map_structure(conversion_fn, self.kwargs)", "kwargs = dict(self.kwargs)")),
+    drift("another switch_fn", f"{SA}:25: anchor 'if __: return tensor_dict.get(id(x), None)': expected exactly one "
+          "`if __: return tensor_dict.get(id(x), None)` in SymbolicArguments.fill_in.switch_fn; found 0",
+          sa=SA_PY.replace("return tensor_dict.get(id(x), None)", "return tensor_dict[id(x)]")),
+    drift("KerasTensor from elsewhere", f"{SA}:1: anchor 'from keras.src.backend import KerasTensor': expected exactly "
+          "one `from keras.src.backend import KerasTensor` at module level; found 0",
+          sa=SA_PY.replace("from keras.src.backend import KerasTensor",
+                           "from keras.src.backend.common import KerasTensor")),
+    drift("a builtin rebound", f"{SA}:7: anchor 'module-level tuple': expected no binding (the builtin); found line 7",
+          sa=SA_PY.replace("class SymbolicArguments", "tuple = list\n\n\nclass SymbolicArguments")),
+    drift("tree bound twice", f"{FN}:7: anchor 'module-level tree': expected exactly one binding, `from keras.src "
+          "import tree`; found line 7, line 8",
+          fn=FN_PY.replace("from keras.src import tree\n", "from keras.src import tree\nfrom keras.src import tree as tree\n")),
+    drift("a builtin as a parameter", f"{FN}:20: anchor 'Functional._standardize_inputs': expected no local binding "
+          "of the guard's names; found `type` bound", fn=FN_PY.replace(STANDARDIZE_DEF,
+                                                                         "    def _standardize_inputs(self, inputs, type=type):\n")),
+    drift("another flatten", f"{FN}:20: anchor 'flat_inputs = tree.flatten(inputs)': expected exactly one",
+          fn=FN_PY.replace("flat_inputs = tree.flatten(inputs)", "flat_inputs = tree.flatten(inputs, 1)")),
+    drift("no warning call", f"{FN}:11: anchor 'Functional._standardize_inputs: its ending': expected exactly one",
+          fn=FN_PY.replace(WARN, "")),
+    drift("two warning calls", "anchor 'self._maybe_warn_inputs_struct_mismatch(___)': expected exactly one "
+          "`self._maybe_warn_inputs_struct_mismatch(___)` in Functional._standardize_inputs; found 2",
+          fn=FN_PY.replace("            inputs = [inputs]\n", "            inputs = [inputs]\n" + WARN.replace("\n ", "\n     ").replace("        self", "            self", 1))),
+    drift("no _standardize_inputs", "anchor 'Functional._standardize_inputs': expected exactly one def "
+          "_standardize_inputs; found 0", fn=FN_PY.replace("    def _standardize_inputs", "    def _standardize_inputs_old")),
+)
+
+MUTANTS = (
+    Mutant("fill_in's fast path also taken with keyword arguments (they are dropped)",
+           "        and not self.kwargs\n", ""),
+    Mutant("_standardize_inputs' fast path takes a list subclass the tree calls a leaf",
+           "        and not isinstance(inputs, (list, dict))\n", "        and not isinstance(inputs, dict)\n"),
+)

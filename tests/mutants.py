@@ -40,7 +40,6 @@ FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
-VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
 FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
@@ -396,14 +395,6 @@ MUTANTS = [
         ANY_SYMBOLIC,
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
-    ),
-    (
-        "torch-variable-value-fast-path: the autocast scope ignored (an autocast variable returned uncast)",
-        VARIABLE_VALUE,
-        "            if fast_state.get(\"stateless_scope\") is None and (\n"
-        "                not self._autocast or fast_state.get(\"autocast_scope\") is None\n"
-        "            ):\n",
-        "            if fast_state.get(\"stateless_scope\") is None:\n",
     ),
     (
         "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",

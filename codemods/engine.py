@@ -1032,6 +1032,8 @@ class DeclaredPatch(Patch):
         module_names: set[str] | None = None
         for o in analysis.todo:
             used, bound = names_of(self.compiled(o.edit).piece)
+            if isinstance(o.edit, Replace):
+                bound -= names_of([o.node])[1]  # what the replaced statement bound is the piece's to bind
             free = used - bound - declared - {PLACEHOLDER}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]

@@ -38,7 +38,6 @@ GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
-NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
@@ -371,18 +370,6 @@ MUTANTS = [
         RESULT_TYPE,
         '        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n',
         "        if False:\n",
-    ),
-    (
-        "torch-convert-to-tensor-noop-moves: a device's index ignored (\"cpu:0\" taken for \"cpu\", no copy)",
-        NOOP_MOVES,
-        "        parsed = torch.device(device)\n",
-        "        parsed = torch.device(device.split(\":\")[0])\n",
-    ),
-    (
-        "torch-convert-to-tensor-noop-moves: the cast skipped under a torch-function mode too",
-        NOOP_MOVES,
-        "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
-        "        or x.dtype is not _forkgen_dtype\n",
     ),
     (
         "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",

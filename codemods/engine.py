@@ -10,7 +10,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       InsertBefore(anchor, piece)   the piece's statements right before the anchor statement
       InsertAfter(anchor, piece)    ... right after it
       Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring;
-                                    optionally `path=` another file, `reported=False`)
+                                    optionally `path=` another file, `reported=False`,
+                                    `description` for reports, `blank_lines` below the piece)
       Replace(anchor, piece)        the piece instead of the anchor statement (`UPSTREAM` in the
                                     piece, if any, keeps the anchor there)
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
@@ -26,7 +27,9 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
   (anchors the patch needs but does not edit: checked, and reported after the edits'),
   `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
-  `names` (names the inserted code uses that the patch binds itself, with how), `codemod` (the
+  `names` (names the inserted code uses that the patch binds itself, with how), `moved` (a
+  declared file -> where some releases have it instead: a tree with only that one is read,
+  edited and reported there), `codemod` (the
   name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
@@ -426,12 +429,14 @@ class Helper(Edit):
 
 
 class Prepend(Edit):
-    """The piece's statements first in the body of the function `scope` (after its docstring)."""
+    """The piece's statements first in the body of the function `scope` (after its docstring);
+    `description`: how reports describe it; `blank_lines`: blank lines between the piece and the
+    statement that was first."""
 
-    def __init__(self, scope: str, piece: str, label: str | None = None, *, path: str | None = None,
-                 reported: bool = True) -> None:
-        super().__init__(Anchor(scope, "", description=f"first statement of {scope}", path=path, reported=reported),
-                         piece, label)
+    def __init__(self, scope: str, piece: str, label: str | None = None, description: str | None = None,
+                 blank_lines: int = 0, *, path: str | None = None, reported: bool = True) -> None:
+        super().__init__(Anchor(scope, "", description=description or f"first statement of {scope}", path=path,
+                                reported=reported), piece, label, blank_lines=blank_lines)
 
     @property
     def name(self) -> str:
@@ -773,6 +778,9 @@ class DeclaredPatch(Patch):
     #: The template module beside the declaration, or its text (`template_source`).
     template: ClassVar[str] = "inserted.py"
     template_source: ClassVar[str | None] = None
+    #: A declared file -> where some releases have it instead (read, edited and reported there
+    #: when the tree has only that one).
+    moved: ClassVar[Mapping[str, str]] = {}
     #: The name of the patch's libcst command (default: from the patch's name).
     codemod: ClassVar[str]
     command: ClassVar[type[DeclaredCommand]]
@@ -798,7 +806,7 @@ class DeclaredPatch(Patch):
 
     def starts_with(self, sources: Sources, scope: str, pattern: str, path: str | None = None) -> bool:
         """Whether the first statement of function `scope` (after a docstring) matches `pattern`."""
-        path = path or self.files[0]
+        path = self.located(sources, path or self.files[0])
         body = _direct(_Scopes(sources.module(path), path).get(scope))
         first = body[_docstring(body):][:1]
         return bool(first) and compile_pattern(pattern).match(first[0]) is not None
@@ -806,7 +814,7 @@ class DeclaredPatch(Patch):
     def matches(self, sources: Sources, anchor: Anchor) -> list[tuple[cst.CSTNode, int]]:
         """Each match of `anchor` in the tree with its line (drift when its scope is not found
         exactly once; none when its file is absent)."""
-        path = self.file_of(anchor)
+        path = self.located(sources, self.file_of(anchor))
         if not sources.exists(path):
             return []
         module = sources.module(path)
@@ -826,17 +834,24 @@ class DeclaredPatch(Patch):
     def file_of(self, anchor: Anchor) -> str:
         return anchor.path or self.files[0]
 
+    def located(self, sources: Sources, path: str) -> str:
+        """Where the tree has the declared file `path`: there, or at its `moved` place when only that exists."""
+        other = self.moved.get(path)
+        return other if other and not sources.exists(path) and sources.exists(other) else path
+
     # -- finding
 
-    def analyze_module(self, module: cst.Module, path: str, shown: str | None = None) -> FileAnalysis:
+    def analyze_module(self, module: cst.Module, path: str, shown: str | None = None,
+                       declared: str | None = None) -> FileAnalysis:
         """Where the edits of file `path` go in `module`, or went; drift when an anchor is not found
-        its expected number of times (`shown`: the path drift messages name)."""
+        its expected number of times (`shown`: the path drift messages name; `declared`: the
+        declared file `path` stands for, `moved`)."""
         shown = shown or path
         scopes = _Scopes(module, shown)
         found: list[tuple[Edit, cst.CSTNode, _Anchors, _Applied]] = []
         wanted: list[cst.CSTNode] = []
         for edit in self.edits:
-            if self.file_of(edit.anchor) == path:
+            if self.file_of(edit.anchor) == (declared or path):
                 scope = scopes.get(edit.anchor.scope)
                 anchors, applied = self._find(module, edit, scope)
                 found.append((edit, scope, anchors, applied))
@@ -860,7 +875,7 @@ class DeclaredPatch(Patch):
                 line = at[id(inner[0][0])] if inner and not edit.form_line else at[id(form[0])]
                 if not ours and not self.upstream_forms:
                     words = edit.words or ("to edit", "edited", "an edited form")
-                    raise AnchorDrift(shown, at[id(form[0])], edit.anchor.title,
+                    raise AnchorDrift(shown, at[id(form[0])], edit.name if isinstance(edit, Prepend) else edit.anchor.title,
                                       f"{words[0]}, or {words[1]} by forkgen", f"{words[2]} without forkgen's marker")
                 occurrences.append(Occurrence(edit, State.OURS if ours else State.THEIRS, form[0], line, statement,
                                               scope, inner[0][1] if inner else {}))
@@ -936,7 +951,8 @@ class DeclaredPatch(Patch):
     def _analyze(self, sources: Sources) -> Analysis:
         paths = list(dict.fromkeys(self.file_of(e.anchor) for e in self.edits))
         try:
-            files = tuple(self.analyze_module(sources.module(p), p) for p in paths)
+            located = [(self.located(sources, p), p) for p in paths]
+            files = tuple(self.analyze_module(sources.module(q), q, declared=p) for q, p in located)
         except AnchorDrift as drift:
             # The anchors may be gone because upstream made the change.
             upstream = self._upstream(sources)
@@ -979,7 +995,7 @@ class DeclaredPatch(Patch):
         for detail, patterns in (*shapes, *self.upstream_shapes):
             reports = []
             for anchor in patterns:
-                path = self.file_of(anchor)
+                path = self.located(sources, self.file_of(anchor))
                 try:
                     hits = self.matches(sources, anchor)
                 except AnchorDrift:
@@ -995,7 +1011,7 @@ class DeclaredPatch(Patch):
 
     def _relied_on(self, sources: Sources, anchor: Anchor) -> AnchorReport | None:
         """The report of an anchor the patch relies on (if shown); drift unless found its count."""
-        path = self.file_of(anchor)
+        path = self.located(sources, self.file_of(anchor))
         hits = self.matches(sources, anchor)
         if len(hits) != anchor.count:
             scope = _Scopes(sources.module(path), path).get(anchor.scope)
@@ -1038,6 +1054,8 @@ class DeclaredPatch(Patch):
         for o in analysis.todo:
             compiled = self.compiled(o.edit)
             used, bound = names_of([compiled.expression] if compiled.expression is not None else compiled.piece)
+            if isinstance(o.edit, Replace):
+                bound -= names_of([o.node])[1]  # what the replaced statement bound is the piece's to bind
             free = used - bound - declared - {PLACEHOLDER}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
@@ -1085,7 +1103,7 @@ class DeclaredPatch(Patch):
                 extra |= ancestors(o.statement, o.node)
             elif isinstance(o.edit, Prepend):
                 block = cast(cst.FunctionDef, o.node).body
-                _add(plan, block, functools.partial(_prepend, compiled.template))
+                _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.blank_lines))
                 targets.append(o.node)
                 extra.add(id(block))
             else:
@@ -1179,16 +1197,17 @@ def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) 
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)
 
 
-def _prepend(piece: Sequence[cst.BaseStatement], block: cst.IndentedBlock) -> cst.IndentedBlock:
+def _prepend(piece: Sequence[cst.BaseStatement], blank_lines: int, block: cst.IndentedBlock) -> cst.IndentedBlock:
     """`block` with `piece` first (after a docstring); the comment lines above the statement
-    that was first move above the piece."""
+    that was first move above the piece, `blank_lines` blank lines take their place."""
     body = block.body
     start = _docstring(body)
     if start == len(body):
         return block.with_changes(body=[*body, *piece])
     first = body[start]
     head = _leading(piece[0], [*_above(first), *_above(piece[0])])
-    return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, []), *body[start + 1:]])
+    blank = [cst.EmptyLine(indent=False)] * blank_lines
+    return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, blank), *body[start + 1:]])
 
 
 def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) -> Any:

@@ -534,6 +534,10 @@ TORCH_CORE_PY = "keras/src/backend/torch/core.py"
 NIGHTLY_TORCH_CORE_PY = "keras/src/backend/torch/ops/core.py"
 
 
+#: The torch core module's move in keras-nightly, as a `DeclaredPatch.moved` entry.
+TORCH_CORE_MOVED = {TORCH_CORE_PY: NIGHTLY_TORCH_CORE_PY}
+
+
 def torch_core_path(sources: Sources) -> str:
     """The tree's torch core module: `backend/torch/core.py`, or keras-nightly's
     `backend/torch/ops/core.py` when only that one exists."""

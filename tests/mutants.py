@@ -36,9 +36,7 @@ FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
-NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
-VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
 FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
@@ -348,18 +346,6 @@ MUTANTS = [
         "        if False:\n",
     ),
     (
-        "torch-convert-to-tensor-noop-moves: a device's index ignored (\"cpu:0\" taken for \"cpu\", no copy)",
-        NOOP_MOVES,
-        "        parsed = torch.device(device)\n",
-        "        parsed = torch.device(device.split(\":\")[0])\n",
-    ),
-    (
-        "torch-convert-to-tensor-noop-moves: the cast skipped under a torch-function mode too",
-        NOOP_MOVES,
-        "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
-        "        or x.dtype is not _forkgen_dtype\n",
-    ),
-    (
         "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",
         ANY_SYMBOLIC,
         "    _forkgen_any_symbolic_plain_types = (bool, int, float, str)\n",
@@ -370,14 +356,6 @@ MUTANTS = [
         ANY_SYMBOLIC,
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
-    ),
-    (
-        "torch-variable-value-fast-path: the autocast scope ignored (an autocast variable returned uncast)",
-        VARIABLE_VALUE,
-        "            if fast_state.get(\"stateless_scope\") is None and (\n"
-        "                not self._autocast or fast_state.get(\"autocast_scope\") is None\n"
-        "            ):\n",
-        "            if fast_state.get(\"stateless_scope\") is None:\n",
     ),
     (
         "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",

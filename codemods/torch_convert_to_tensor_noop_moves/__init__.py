@@ -38,25 +38,27 @@ the patch applies there. No switch: the patched code gives 3.15.1's results.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
-
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources, torch_core_path
-from codemods.torch_convert_to_tensor_noop_moves.skip_noop_moves import (
-    CORE_PY,
-    NAME,
-    Site,
-    SkipNoopMovesCommand,
-    analyze,
-    anchors,
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    DeclaredPatch,
+    Details,
+    Helper,
+    Replace,
+    Wrap,
+    names_of,
 )
+from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, AnchorDrift, Headers, Sources
+
+FUNCTION = "convert_to_tensor"
+DEVICE_MOVE = "x = x.to(device)"
+DTYPE_MOVE = "x = x.to(to_torch_dtype(dtype))"
+#: The builtins the inserted code calls: core.py must not bind these names at module level.
+BUILTINS = ("type", "str", "len", "Exception")
 
 
-def _site(sources: Sources, path: str) -> Site:
-    return sources.analysed(NAME, path, analyze)
-
-
-class TorchConvertToTensorNoopMoves(Patch):
-    name = NAME
+class TorchConvertToTensorNoopMoves(DeclaredPatch):
+    name = "torch-convert-to-tensor-noop-moves"
     version = "1"
     headers = Headers(
         description="torch convert_to_tensor skips its `.to(device)` and `.to(dtype)` calls exactly where "
@@ -67,22 +69,39 @@ class TorchConvertToTensorNoopMoves(Patch):
         applied_upstream=None,
         last_update="2026-12-01",
     )
-    files = (CORE_PY,)
+    files = (TORCH_CORE_PY,)
+    moved = TORCH_CORE_MOVED
     since = "3.12.0"
-    codemods = (SkipNoopMovesCommand,)
+    codemod = "SkipNoopMovesCommand"
+    edits = (
+        Wrap(Anchor(FUNCTION, DEVICE_MOVE, description=f"in {FUNCTION}: the `else` of `if x.is_meta:`"), "device_move"),
+        Replace(Anchor(FUNCTION, DTYPE_MOVE, description=f"in {FUNCTION}: under `if dtype is not None:`"), "dtype_move"),
+        Helper(Anchor("", f"def {FUNCTION}(___): ___", reported=False), "module_level", before=True),
+    )
+    #: Each move is the only statement of its block (upstream's, or forkgen's test holding it).
+    relies_on = (
+        Anchor(FUNCTION, f"if x.is_meta: ___\nelse: {DEVICE_MOVE}", name="if x.is_meta:", reported=False,
+               alternatives=(f"if x.is_meta: ___\nelse:\n    if __: {DEVICE_MOVE}",)),
+        Anchor(FUNCTION, f"if dtype is not None: {DTYPE_MOVE}", name="if dtype is not None:", reported=False,
+               alternatives=("if dtype is not None:\n    _forkgen_dtype = to_torch_dtype(dtype)\n"
+                             "    if __: x = x.to(_forkgen_dtype)",)),
+    )
+    #: Ours: an unmarked form is no upstream change (it has none).
+    upstream_forms = False
+    details = Details(
+        apply="test both `.to()` calls of convert_to_tensor for a no-op",
+        present="convert_to_tensor skips no-op `.to()` calls (forkgen)",
+        upstream="",
+    )
 
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources, torch_core_path(sources))
-        if site.present:
-            return Check(Outcome.APPLIED, "convert_to_tensor skips no-op `.to()` calls (forkgen)", anchors(site),
-                         present=True)
-        return Check(Outcome.APPLIED, "test both `.to()` calls of convert_to_tensor for a no-op", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        path = torch_core_path(sources)
-        module = sources.module(path)
-        command = SkipNoopMovesCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
-        sources.replace(path, command.transform_module(module))
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        # Semantic: the builtins the inserted code calls must still be the builtins.
+        (found,) = analysis.files
+        shadowed = sorted(set(BUILTINS) & names_of(found.module.body, into_defs=False)[1])
+        if shadowed:
+            raise AnchorDrift(found.path, 1, shadowed[0], "the builtin (the inserted code calls it)",
+                              "a module-level binding")
 
 
 PATCH = TorchConvertToTensorNoopMoves()
+SkipNoopMovesCommand = PATCH.command

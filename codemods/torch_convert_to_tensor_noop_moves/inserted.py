@@ -1,11 +1,11 @@
 """What `torch-convert-to-tensor-noop-moves` inserts into the torch backend's `core.py`.
 
-Parsed by the codemod, never imported. Three pieces: `_FORKGEN_TORCH_DEVICES` and
-`_forkgen_torch_device` (module level, inserted right before `def convert_to_tensor`), and the
-bodies of `device_move` (in place of `x = x.to(device)`, which `UPSTREAM` stands for, kept node
-for node) and `dtype_move` (in place of `x = x.to(to_torch_dtype(dtype))`: `UPSTREAM_DTYPE` stands for
-upstream's argument, `to_torch_dtype(dtype)`, kept node for node and still evaluated first, on
-every call). Comments above a function here are notes, not inserted.
+Parsed by the codemod, never imported. Three pieces, each the body of a function:
+`module_level` (`_FORKGEN_TORCH_DEVICES` and `_forkgen_torch_device`, inserted right before
+`def convert_to_tensor`), `device_move` (around `x = x.to(device)`, which `UPSTREAM` stands for,
+kept node for node) and `dtype_move` (in place of `x = x.to(to_torch_dtype(dtype))`: upstream's
+argument, `to_torch_dtype(dtype)`, still evaluated first, on every call). Comments above a
+function here are notes, not inserted.
 
 Each `.to()` is skipped only where torch would return `x` itself (aten's `to_will_alias`: same
 dtype, same device after `ensure_has_index`, no copy, memory format preserved): for a plain
@@ -17,28 +17,28 @@ with no torch-function mode active (a mode sees every `.to()` call, and every `.
 
 
 # Module level, right before `def convert_to_tensor`: the table of parsed devices and its
-# helper (each with its marker comment above it).
+# helper, each with its marker comment above it. The docstring's lines are written as inserted
+# (at module level).
+def module_level():
+    # forkgen: torch-convert-to-tensor-noop-moves
+    _FORKGEN_TORCH_DEVICES = {}
 
 
-# forkgen: torch-convert-to-tensor-noop-moves
-_FORKGEN_TORCH_DEVICES = {}
-
-
-# forkgen: torch-convert-to-tensor-noop-moves
-def _forkgen_torch_device(device):
-    """What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
+    # forkgen: torch-convert-to-tensor-noop-moves
+    def _forkgen_torch_device(device):
+        """What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
     the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
     an index is given); else `device`, which no `torch.device` equals ("cuda" is the current
     cuda device, torch decides; a string torch rejects makes `.to()` raise as before)."""
-    try:
-        parsed = torch.device(device)
-    except Exception:
-        return device
-    if parsed.type != "cpu" and parsed.index is None:
-        parsed = device
-    if len(_FORKGEN_TORCH_DEVICES) < 64:
-        _FORKGEN_TORCH_DEVICES[device] = parsed
-    return parsed
+        try:
+            parsed = torch.device(device)
+        except Exception:
+            return device
+        if parsed.type != "cpu" and parsed.index is None:
+            parsed = device
+        if len(_FORKGEN_TORCH_DEVICES) < 64:
+            _FORKGEN_TORCH_DEVICES[device] = parsed
+        return parsed
 
 
 # In the tensor branch of `convert_to_tensor`, in place of `x = x.to(device)` (the move of a
@@ -57,7 +57,7 @@ def device_move(x, device):
 # In the tensor branch of `convert_to_tensor`, in place of `x = x.to(to_torch_dtype(dtype))`
 # (under `if dtype is not None:`). torch dtypes are singletons: `is` is their equality.
 def dtype_move(x, dtype):
-    _forkgen_dtype = UPSTREAM_DTYPE  # forkgen: torch-convert-to-tensor-noop-moves
+    _forkgen_dtype = to_torch_dtype(dtype)  # forkgen: torch-convert-to-tensor-noop-moves
     if (
         (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)
         or torch._C._is_torch_function_mode_enabled()

@@ -60,25 +60,36 @@ the body returns in every state it accepts; everywhere else the body itself runs
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
+from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, Headers
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources, torch_core_path
-from codemods.torch_variable_value_fast_path.fast_value import (
-    CORE_PY,
-    NAME,
-    Site,
-    TorchVariableValueFastPathCommand,
-    analyze,
-    anchors,
-)
+ANCHOR = "Variable.value: def maybe_use_symbolic_tensor(value): / if in_stateless_scope(): / ..."
+#: Upstream's getter, 3.5.0-3.15.1 and keras-nightly: the closure (the only place the body
+#: consults the device), the stateless branch, the autocast of an initialised value, the return.
+GETTER = """
+@property
+def value(self):
+    def maybe_use_symbolic_tensor(value):
+        if str(get_device()) == "meta" and __: ___
+        return value
+    if in_stateless_scope(): ___
+    if self._value is None: ___
+    else:
+        value = self._maybe_autocast(self._value)
+    return maybe_use_symbolic_tensor(value)
+"""
+#: `get_device()` as 3.5.0-3.15.1 write it: the global "torch_device", else DEFAULT_DEVICE.
+GET_DEVICE = """
+def get_device():
+    device = global_state.get_global_attribute("torch_device", None)
+    if device is None:
+        return DEFAULT_DEVICE
+    return device
+"""
 
 
-def _site(sources: Sources, path: str) -> Site:
-    return sources.analysed(NAME, path, analyze)
-
-
-class TorchVariableValueFastPath(Patch):
-    name = NAME
+class TorchVariableValueFastPath(DeclaredPatch):
+    name = "torch-variable-value-fast-path"
     version = "1"
     headers = Headers(
         description="torch Variable.value returns self._value straight away when no stateless scope, no "
@@ -89,20 +100,32 @@ class TorchVariableValueFastPath(Patch):
         applied_upstream=None,
         last_update="2026-12-01",
     )
-    files = (CORE_PY,)
+    files = (TORCH_CORE_PY,)
+    moved = TORCH_CORE_MOVED
     since = "3.5.0"
-    codemods = (TorchVariableValueFastPathCommand,)
-
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources, torch_core_path(sources))
-        if site.ours:
-            return Check(Outcome.APPLIED, "Variable.value has the fast path (forkgen)", anchors(site), present=True)
-        return Check(Outcome.APPLIED, "a fast path returning self._value at the top of Variable.value", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        path = torch_core_path(sources)
-        command = TorchVariableValueFastPathCommand(CodemodContext(filename=path), sources.ast(path), _site(sources, path))
-        sources.replace(path, command.transform_module(sources.module(path)))
+    codemod = "TorchVariableValueFastPathCommand"
+    #: The fast path first in the getter, a blank line above upstream's body; the captured
+    #: originals at module level right after `class Variable`.
+    edits = (
+        Prepend("Variable.value", "value_fast_path", label=ANCHOR, blank_lines=1,
+                description="a fast path returns `self._value` above the unchanged body"),
+        Helper(Anchor("", "class Variable(___): ___", reported=False), "module_level"),
+    )
+    #: The body the fast path mirrors (after forkgen's fast path, when in) and the device it reads.
+    relies_on = (
+        Anchor("Variable", GETTER, name=ANCHOR, reported=False,
+               alternatives=(GETTER.replace("def value(self):\n", "def value(self):\n    if __: ___\n"),)),
+        Anchor("", GET_DEVICE, name="def get_device(): (global 'torch_device', else DEFAULT_DEVICE)", reported=False),
+        Anchor("", "def get_device(___): ___", name="def get_device()", reported=False),
+    )
+    #: An unmarked fast path is not upstream's (it has none): drift.
+    upstream_forms = False
+    details = Details(
+        apply="a fast path returning self._value at the top of Variable.value",
+        present="Variable.value has the fast path (forkgen)",
+        upstream="",
+    )
 
 
 PATCH = TorchVariableValueFastPath()
+TorchVariableValueFastPathCommand = PATCH.command

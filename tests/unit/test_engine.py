@@ -769,3 +769,29 @@ def test_a_prepend_into_another_file_unreported_and_a_report_without_its_file() 
     assert [(a.name, a.line, a.path) for a in check.anchors] == [("return x", 3, other), ("unnamed", 3, "")]
     patch.apply(tree)
     assert tree.rendered() == {other: "def run(x):\n    # first\n    # forkgen: test-patch\n    _seen = set()\n    return x\n"}
+
+
+def test_a_prepend_described_with_blank_lines_below_and_unmarked_drift() -> None:
+    patch = declare(Prepend("Box.get", "fast", description="a fast path first", blank_lines=1), upstream_forms=False)
+    spaced = PREPENDED.replace("            return None\n", "            return None\n\n")
+    check, text = run(patch, MODULE)
+    assert text == spaced and [(a.name, a.description) for a in check.anchors] == [
+        ("Box.get: first statement", "a fast path first")]
+    assert run(patch, spaced)[0].present
+    assert drift(patch, unmarked(spaced)) == (
+        "pkg/mod.py:18: anchor 'Box.get: first statement': expected to edit, or edited by forkgen; "
+        "found an edited form without forkgen's marker")
+
+
+def test_a_moved_file_is_read_edited_and_reported_where_the_tree_has_it() -> None:
+    moved = "pkg/moved/mod.py"
+    patch = declare(*WRAP.edits, moved={PATH: moved}, relies_on=(Anchor("Box.__init__", "self.ready = False"),))
+    tree = Sources(lambda path: MODULE if path == moved else None)
+    check = patch.check(tree)
+    assert {a.path for a in check.anchors} == {moved}
+    patch.apply(tree)
+    assert tree.rendered() == {moved: WRAPPED} and patch.matches(tree, Anchor("Box.get", "if not self.ready: ___"))
+    # Both there: the declared file; neither: the declared file's drift.
+    both = Sources(lambda path: MODULE if path in (PATH, moved) else None)
+    assert {a.path for a in patch.check(both).anchors} == {""}
+    assert drift(patch, "").startswith(f"{PATH}:")

@@ -1,0 +1,160 @@
+"""What `torch-convert-to-tensor-noop-moves` makes of torch core modules shaped like Keras's (run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+
+import textwrap
+
+from codemods.patchlib import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+
+MARK = "# forkgen: torch-convert-to-tensor-noop-moves"
+BEFORE = textwrap.dedent(
+    """\
+    import torch
+
+    from keras.src.backend.common.dtypes import to_torch_dtype
+
+
+    def get_device():
+        return "cpu"
+
+
+    def convert_to_tensor(x, dtype=None):
+        if sparse:
+            raise ValueError("no sparse")
+        if isinstance(x, Variable) or is_tensor(x):
+            if isinstance(x, Variable):
+                x = x.value
+            device = get_device()
+            if x.device != device:
+                if x.is_meta:
+                    x = torch.empty_like(x, device=device)
+                else:
+                    x = x.to(device)
+            if dtype is not None:
+                x = x.to(to_torch_dtype(dtype))
+            return x
+        return torch.as_tensor(x, device=get_device())
+    """
+)
+# The table, then the helper, as inserted right before `def convert_to_tensor`.
+MODULE_PIECES = f"""\
+{MARK}
+_FORKGEN_TORCH_DEVICES = {{}}
+
+
+{MARK}
+def _forkgen_torch_device(device):
+    \"\"\"What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
+    the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
+    an index is given); else `device`, which no `torch.device` equals ("cuda" is the current
+    cuda device, torch decides; a string torch rejects makes `.to()` raise as before).\"\"\"
+    try:
+        parsed = torch.device(device)
+    except Exception:
+        return device
+    if parsed.type != "cpu" and parsed.index is None:
+        parsed = device
+    if len(_FORKGEN_TORCH_DEVICES) < 64:
+        _FORKGEN_TORCH_DEVICES[device] = parsed
+    return parsed
+
+
+"""
+DEVICE_TEST = (
+    f"{MARK} (`.to()` only where it may not return `x` itself)\n"
+    "if (\n"
+    "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
+    "    or type(device) is not str\n"
+    "    or torch._C._is_torch_function_mode_enabled()\n"
+    "    or x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))\n"
+    "):\n"
+    "    x = x.to(device)\n"
+)
+DTYPE_TEST = (
+    f"_forkgen_dtype = to_torch_dtype(dtype)  {MARK}\n"
+    "if (\n"
+    "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
+    "    or torch._C._is_torch_function_mode_enabled()\n"
+    "    or x.dtype is not _forkgen_dtype\n"
+    "):\n"
+    "    x = x.to(_forkgen_dtype)\n"
+)
+
+
+def _after(before: str, move_indent: int) -> str:
+    after = before.replace("def convert_to_tensor(", MODULE_PIECES + "def convert_to_tensor(", 1)
+    after = after.replace(" " * move_indent + "x = x.to(device)\n", textwrap.indent(DEVICE_TEST, " " * move_indent))
+    return after.replace("            x = x.to(to_torch_dtype(dtype))\n", textwrap.indent(DTYPE_TEST, " " * 12))
+
+
+AFTER = _after(BEFORE, 16)
+
+# keras-nightly's shape (and what torch-convert-to-tensor-device leaves): no `x.device != device`.
+NIGHTLY = BEFORE.replace(
+    "        if x.device != device:\n"
+    "            if x.is_meta:\n"
+    "                x = torch.empty_like(x, device=device)\n"
+    "            else:\n"
+    "                x = x.to(device)\n",
+    "        if x.is_meta:\n"
+    "            x = torch.empty_like(x, device=device)\n"
+    "        else:\n"
+    "            x = x.to(device)\n",
+)
+assert NIGHTLY != BEFORE
+NIGHTLY_AFTER = _after(NIGHTLY, 12)
+assert AFTER.count(MARK) == NIGHTLY_AFTER.count(MARK) == 4
+
+
+DEVICE = "                x = x.to(device)\n"
+DTYPE = "            x = x.to(to_torch_dtype(dtype))\n"
+
+
+def _drift(name: str, old: str, new: str, drift: str) -> Case:
+    assert BEFORE.count(old) == 1, old
+    return Case(name, BEFORE.replace(old, new), drift=drift)
+
+
+CASES = (
+    Case("both moves tested, the table and its helper before the function", BEFORE, AFTER,
+         detail="test both `.to()` calls of convert_to_tensor for a no-op",
+         anchors=(("x = x.to(device)", 21), ("x = x.to(to_torch_dtype(dtype))", 23))),
+    Case("the shape without the device test (keras-nightly's, torch-convert-to-tensor-device's)", NIGHTLY, NIGHTLY_AFTER),
+    Case("keras-nightly's torch/ops/core.py takes it too", {NIGHTLY_TORCH_CORE_PY: NIGHTLY},
+         {NIGHTLY_TORCH_CORE_PY: NIGHTLY_AFTER}),
+    _drift("two moves", DEVICE, DEVICE * 2, "expected exactly one `x = x.to(device)` in convert_to_tensor; found 2"),
+    _drift("no move", DEVICE, "                x = x.cuda()\n", "found 0 unguarded and 0 guarded"),
+    _drift("move not alone", DEVICE, DEVICE + "                x = x.contiguous()\n",
+           "anchor 'if x.is_meta:': expected exactly one `if x.is_meta:` in convert_to_tensor; found 0"),
+    _drift("no is_meta", "if x.is_meta:", "if x.is_sparse:", "anchor 'if x.is_meta:'"),
+    # 3.0-3.11: the cast is returned, not assigned under `if dtype is not None:`.
+    _drift("3.11's cast", "        if dtype is not None:\n" + DTYPE + "        return x\n",
+           "        if dtype is None:\n            return x\n        return x.to(to_torch_dtype(dtype))\n",
+           "expected exactly one `x = x.to(to_torch_dtype(dtype))` in convert_to_tensor; found 0"),
+    _drift("cast with copy", DTYPE, "            x = x.to(to_torch_dtype(dtype), copy=True)\n",
+           "`x = x.to(to_torch_dtype(dtype))` in convert_to_tensor; found 0"),
+    _drift("cast not alone", DTYPE, DTYPE + "            x = x.contiguous()\n",
+           "anchor 'if dtype is not None:': expected exactly one"),
+    _drift("no torch", "import torch\n", "import numpy\n", "anchor 'torch': expected bound where"),
+    _drift("table name taken", "import torch\n", "import torch\n\n_FORKGEN_TORCH_DEVICES = {}\n",
+           "anchor '_FORKGEN_TORCH_DEVICES': expected names free for module_level (forkgen's helper); found already bound"),
+    _drift("helper name taken", "import torch\n", "import torch\n\n\ndef _forkgen_torch_device(d):\n    return d\n",
+           "anchor '_forkgen_torch_device': expected names free for module_level"),
+    _drift("type shadowed", "import torch\n", "import torch\nfrom builtins import len as type\n",
+           "anchor 'type': expected the builtin (the inserted code calls it); found a module-level binding"),
+    _drift("local name taken", "        device = get_device()\n", "        device = get_device()\n        _forkgen_dtype = None\n",
+           "anchor 'convert_to_tensor: _forkgen_dtype': expected names free for dtype_move; found used"),
+    _drift("no function", "def convert_to_tensor(", "def convert(", "expected exactly one def convert_to_tensor; found 0"),
+    Case("half applied", AFTER.replace(textwrap.indent(DTYPE_TEST, " " * 12), DTYPE),
+         drift="expected all pieces present or none; found x = x.to(device), def convert_to_tensor(___): ___ forkgen's, "
+               "x = x.to(to_torch_dtype(dtype)) missing"),
+    Case("an unmarked device test", AFTER.replace(f"{MARK} (`.to()` only", "# (`.to()` only"),
+         drift="expected unguarded, or guarded by forkgen; found a guard without forkgen's marker"),
+)
+
+MUTANTS = (
+    Mutant("a device's index ignored (\"cpu:0\" taken for \"cpu\", no copy)",
+           "        parsed = torch.device(device)\n", "        parsed = torch.device(device.split(\":\")[0])\n"),
+    Mutant("the cast skipped under a torch-function mode too",
+           "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
+           "        or x.dtype is not _forkgen_dtype\n"),
+)

@@ -31,7 +31,6 @@ TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
@@ -276,24 +275,6 @@ MUTANTS = [
         MASK_METADATA,
         "        if get_keras_mask(outputs) is not None:\n",
         "        if get_keras_mask(outputs) is None:\n",
-    ),
-    (
-        "torch-conv-single-copy: conv gets the caller's memory while autograd records",
-        CONV_SINGLE_COPY,
-        "            if dense and not torch.is_grad_enabled():\n",
-        "            if dense:\n",
-    ),
-    (
-        "torch-conv-single-copy: one-channel inputs take the single copy",
-        CONV_SINGLE_COPY,
-        "        if not view.is_contiguous() and sizes[1] != 1 and any(size != 1 for size in sizes[2:]):\n",
-        "        if not view.is_contiguous() and any(size != 1 for size in sizes[2:]):\n",
-    ),
-    (
-        "torch-conv-single-copy: any stride of a size-1 axis counts as dense",
-        CONV_SINGLE_COPY,
-        "                dense = dense and stride == expected\n",
-        "                dense = dense and (stride == expected or size == 1)\n",
     ),
     (
         "layer-call-flat-conversion: a None kwarg is not passed to maybe_convert",

@@ -736,3 +736,18 @@ def test_the_command_alone_runs_verify() -> None:
     patch = declare(*WRAP.edits, verify=verify)
     with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
         patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))
+
+
+def test_a_piece_may_rebind_what_upstream_binds_there() -> None:
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds", rebinds=("found",)))
+    check, text = run(patch, MODULE)
+    assert check.outcome is Outcome.APPLIED and "        found = None  # forkgen: test-patch\n" in text
+
+
+def test_a_builtin_the_inserted_code_reads_may_be_required_unshadowed() -> None:
+    size = InsertAfter(Anchor("Box.__init__", "self.value = __"), "size")
+    shadowed = MODULE + "\nlen = 3\n"
+    assert run(declare(size), shadowed)[0].outcome is Outcome.APPLIED
+    assert drift(declare(size, unshadowed_builtins=True), shadowed) == (
+        "pkg/mod.py:12: anchor 'len': expected the builtins size reads; found bound at module level")
+    assert run(declare(size, unshadowed_builtins=True), MODULE)[0].outcome is Outcome.APPLIED

@@ -36,7 +36,6 @@ FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
-MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
@@ -323,30 +322,6 @@ MUTANTS = [
         FUNCTIONAL_GRAPH,
         "        and not isinstance(inputs, (list, dict))\n",
         "        and not isinstance(inputs, dict)\n",
-    ),
-    (
-        "torch-max-pool-channels-last: the output made contiguous with .contiguous() (keeps a 1x1 output's strides)",
-        MAX_POOL_VIEW,
-        "        outputs = outputs.clone(memory_format=torch.contiguous_format)\n",
-        "        outputs = outputs.contiguous()\n",
-    ),
-    (
-        "torch-max-pool-channels-last: the view also pooled while autograd records",
-        MAX_POOL_VIEW,
-        "        or (inputs.requires_grad and torch.is_grad_enabled())\n",
-        "",
-    ),
-    (
-        "torch-max-pool-channels-last: a view that is contiguous already (one channel) pooled and re-laid out too",
-        MAX_POOL_VIEW,
-        "    if view.is_contiguous():\n        return None\n",
-        "",
-    ),
-    (
-        "torch-max-pool-channels-last: bfloat16 pooled in place too (its kernel writes another NaN)",
-        MAX_POOL_VIEW,
-        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
-        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n",
     ),
     (
         "memoised-result-type: the memo used while torch.compile traces (version 1)",

@@ -43,9 +43,9 @@ CONVERT = "inputs = _maybe_convert_to_channels_last(inputs)"
 CHANNELS_LAST = Anchor("conv", 'if data_format == "channels_last": ___').compiled
 
 
-def _upstream(path: str) -> Anchor:
-    """keras#23199's `conv`: it asks `_transpose_spatial_inputs` for channels_last memory."""
-    return Anchor("conv", "inputs = _transpose_spatial_inputs(inputs, channels_last_memory_format=True)", path=path,
+def upstream_call(scope: str, path: str) -> Anchor:
+    """keras#23199's `conv` (keras#23645's pools): it asks `_transpose_spatial_inputs` for channels_last memory."""
+    return Anchor(scope, "inputs = _transpose_spatial_inputs(inputs, channels_last_memory_format=True)", path=path,
                   name="_transpose_spatial_inputs(inputs, channels_last_memory_format=True)")
 
 
@@ -83,8 +83,8 @@ class TorchConvSingleCopy(DeclaredPatch):
         *(Anchor("_maybe_convert_to_channels_last", p, expression=True, reported=False)
           for p in ("_get_channels_last_memory_format(tensor.ndim)", "tensor.contiguous(memory_format=__)")),
     )
-    upstream_patterns = (_upstream(NN_PY),)
-    upstream_shapes = (("conv asks _transpose_spatial_inputs for channels_last memory itself", (_upstream(NIGHTLY_NN_PY),)),)
+    upstream_patterns = (upstream_call("conv", NN_PY),)
+    upstream_shapes = (("conv asks _transpose_spatial_inputs for channels_last memory itself", (upstream_call("conv", NIGHTLY_NN_PY),)),)
     unshadowed_builtins = True
     details = Details(
         apply="conv calls a single-copy helper instead of _transpose_spatial_inputs",
@@ -99,20 +99,20 @@ class TorchConvSingleCopy(DeclaredPatch):
         conv = cst.ensure_type(call.scope, cst.FunctionDef)
         body = cst.ensure_type(conv.body, cst.IndentedBlock).body
         convert = next(s for s in statements(conv) if Anchor("conv", CONVERT).compiled.match(s) is not None)  # one: relied on
-        at = [next((i for i, s in enumerate(body) if CHANNELS_LAST.match(s) is not None and node in _block(s)), -1)
+        at = [next((i for i, s in enumerate(body) if CHANNELS_LAST.match(s) is not None and node in block(s)), -1)
               for node in (call.node, convert)]
         if -1 in at:
             raise AnchorDrift(NN_PY, call.line, CONVERT, f'it and `{TRANSPOSE}` each under an `if data_format == "channels_last":`'
                               " of conv", "another shape")
         if at[0] >= at[1]:
             raise AnchorDrift(NN_PY, call.line, CONVERT, f"in an `if` after the one of `{TRANSPOSE}`", "it in the same or an earlier one")
-        first, second = _block(body[at[0]]), _block(body[at[1]])
+        first, second = block(body[at[0]]), block(body[at[1]])
         between = [*first[first.index(call.node) + 1:], *body[at[0] + 1:at[1]], *second[:second.index(convert)]]
         if "inputs" in names_of(between, into_defs=False)[1]:
             raise AnchorDrift(NN_PY, call.line, CONVERT, f"`inputs` unchanged between `{TRANSPOSE}` and it", "inputs reassigned")
 
 
-def _block(statement: cst.CSTNode) -> list[cst.CSTNode]:
+def block(statement: cst.CSTNode) -> list[cst.CSTNode]:
     return list(cst.ensure_type(cst.ensure_type(statement, cst.If).body, cst.IndentedBlock).body)
 
 

@@ -29,12 +29,14 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
   `names` (names the inserted code uses that the patch binds itself, with how), `moved` (a
   declared file -> where some releases have it instead: a tree with only that one is read,
-  edited and reported there), `codemod` (the
+  edited and reported there), `unshadowed_builtins` (a builtin the inserted code reads, bound
+  at module level, is drift), `codemod` (the
   name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
-  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert.
+  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert;
+  `rebinds` names what a piece binds that upstream's code binds there too (no clash).
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
@@ -329,6 +331,9 @@ class Edit:
     enclosed: bool = False
     #: Blank lines above the inserted statements (InsertBefore, InsertAfter, Helper).
     blank_lines: int = 0
+    #: Names the piece binds that upstream's code binds there too (a Replace of `x = f(x)` by
+    #: `x = g(x)`): no clash with the function's own use of them.
+    rebinds: tuple[str, ...] = ()
 
     #: How drift counts the anchors not yet edited and those already edited, and names one of
     #: the latter.
@@ -775,6 +780,8 @@ class DeclaredPatch(Patch):
     upstream_forms: ClassVar[bool] = True
     #: Names the inserted code reads that the patch binds itself: name -> how.
     names: ClassVar[Mapping[str, str]] = {}
+    #: A builtin the inserted code reads, bound at module level of its file, is drift.
+    unshadowed_builtins: ClassVar[bool] = False
     #: The template module beside the declaration, or its text (`template_source`).
     template: ClassVar[str] = "inserted.py"
     template_source: ClassVar[str | None] = None
@@ -1057,12 +1064,18 @@ class DeclaredPatch(Patch):
             if isinstance(o.edit, Replace):
                 bound -= names_of([o.node])[1]  # what the replaced statement bound is the piece's to bind
             free = used - bound - declared - {PLACEHOLDER}
+            if self.unshadowed_builtins and (used - bound - set(self.names)) & _BUILTINS:
+                module_names = module_names or names_of(analysis.module.body, into_defs=False)[1]
+                shadowed = sorted((used - bound - set(self.names)) & _BUILTINS & module_names)
+                if shadowed:
+                    raise AnchorDrift(analysis.shown, o.line, ", ".join(shadowed),
+                                      f"the builtins {o.edit.piece} reads", "bound at module level")
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
                 if free or bound:
                     scope_used, scope_bound = names_of([o.scope.body], into_defs=False)
                     free -= scope_bound
-                    clash = sorted(bound & (scope_used | scope_bound))
+                    clash = sorted((bound - set(o.edit.rebinds)) & (scope_used | scope_bound))
                     if clash:
                         raise AnchorDrift(analysis.shown, o.line, f"{o.edit.anchor.scope}: {', '.join(clash)}",
                                           f"names free for {o.edit.piece}", "used")

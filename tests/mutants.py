@@ -30,12 +30,10 @@ ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
-MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
@@ -262,24 +260,6 @@ MUTANTS = [
         "        if get_keras_mask(outputs) is None:\n",
     ),
     (
-        "torch-conv-single-copy: conv gets the caller's memory while autograd records",
-        CONV_SINGLE_COPY,
-        "            if dense and not torch.is_grad_enabled():\n",
-        "            if dense:\n",
-    ),
-    (
-        "torch-conv-single-copy: one-channel inputs take the single copy",
-        CONV_SINGLE_COPY,
-        "        if not view.is_contiguous() and sizes[1] != 1 and any(size != 1 for size in sizes[2:]):\n",
-        "        if not view.is_contiguous() and any(size != 1 for size in sizes[2:]):\n",
-    ),
-    (
-        "torch-conv-single-copy: any stride of a size-1 axis counts as dense",
-        CONV_SINGLE_COPY,
-        "                dense = dense and stride == expected\n",
-        "                dense = dense and (stride == expected or size == 1)\n",
-    ),
-    (
         "layer-call-flat-conversion: a None kwarg is not passed to maybe_convert",
         FLAT_CONVERSION,
         "            if value is None and not none_visited:\n",
@@ -314,30 +294,6 @@ MUTANTS = [
         SYMBOLIC_BUILD,
         '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
         '    if "_track_variables" in state:\n',
-    ),
-    (
-        "torch-max-pool-channels-last: the output made contiguous with .contiguous() (keeps a 1x1 output's strides)",
-        MAX_POOL_VIEW,
-        "        outputs = outputs.clone(memory_format=torch.contiguous_format)\n",
-        "        outputs = outputs.contiguous()\n",
-    ),
-    (
-        "torch-max-pool-channels-last: the view also pooled while autograd records",
-        MAX_POOL_VIEW,
-        "        or (inputs.requires_grad and torch.is_grad_enabled())\n",
-        "",
-    ),
-    (
-        "torch-max-pool-channels-last: a view that is contiguous already (one channel) pooled and re-laid out too",
-        MAX_POOL_VIEW,
-        "    if view.is_contiguous():\n        return None\n",
-        "",
-    ),
-    (
-        "torch-max-pool-channels-last: bfloat16 pooled in place too (its kernel writes another NaN)",
-        MAX_POOL_VIEW,
-        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
-        "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n",
     ),
     (
         "memoised-result-type: the memo used while torch.compile traces (version 1)",

@@ -1,80 +1,52 @@
 """Patch `torch-max-pool-channels-last`: after keras-team/keras#23645 ("perf(torch): pool
-channels_last inputs in channels_last memory", issue #23649; open, already in keras-nightly
+channels_last inputs in channels_last memory", issue #23649; open, in keras-nightly
 3.16.0.dev2026102704's torch pooling), narrowed to what gives 3.15.1's result stride for stride.
 
 In 3.15.x the torch backend's `max_pool` turns a `channels_last` input into channels-first axes
-with `_transpose_spatial_inputs`, which permutes NHWC to NCHW and copies the view to the default
-layout (`.contiguous()`, since 3.15.0): a full copy of the input on every call. The permuted view
-of a densely laid out NHWC tensor has torch's channels_last strides already, and torch's CPU
-max_pool2d reads that layout directly (and faster: 0.45 ms -> 0.08 ms a call in the bench's
-ConvNet predict). Upstream's change asks `_transpose_spatial_inputs` for
-`.contiguous(memory_format=torch.channels_last)` from the pooling ops.
+with `_transpose_spatial_inputs`, which permutes NHWC to NCHW and copies the view (`.contiguous()`,
+3.15.0): a full copy of the input on every call. The permuted view of a densely laid out NHWC
+tensor has torch's channels_last strides already, which torch's CPU max_pool2d reads directly (and
+faster). Upstream asks for `.contiguous(memory_format=torch.channels_last)` from the pooling ops;
+not carried as written: torch gives the output the input's memory format, so upstream returns a
+contiguous NHWC tensor where 3.15.1 returns a permuted view of an NCHW one (other strides).
 
-Not carried as written: torch gives the pooled output the input's memory format, so after the
-permutation back upstream's form returns a contiguous NHWC tensor where 3.15.1 returns a permuted
-view of an NCHW one (strides like (27, 3, 1, 9) instead of (27, 9, 3, 1)): observable through
-`stride()` and `is_contiguous()`, and passed on to whatever consumes the result.
+Carried: for `max_pool` only, on the conditions of the helper (inserted.py: 2-D, valid padding, a
+dense strided CPU `torch.Tensor` of float16/32/64 whose view is not contiguous already, no
+autograd, no `torch.compile` tracing or `torch.func` transform, not the "meta" device), `max_pool`
+pools the view itself, then clones the output into the default layout right after
+`tnn.max_pool2d`: the tensor 3.15.1 returns, stride for stride (a clone: `.contiguous()` keeps a
+1x1 channels_last output's strides); both kernels take one input element per window in the same
+order, so the values, ±0.0 and NaN positions included, are 3.15.1's. Other calls: 3.15.1's code.
 
-Carried: for `max_pool` only, 2-D only, `data_format="channels_last"`, padding other than
-"same" (3.15.1's `padding = 0`), an exact `torch.Tensor` on the CPU, strided, of dtype float16,
-float32 or float64, laid out densely (canonical NHWC strides, size-1 axes included),
-whose channels-first view is not contiguous already (more than one channel and a spatial size
-above 1: the other layouts are 3.15.1's copy-free case), with no autograd recording it
-(`torch.is_grad_enabled()` and `requires_grad`: the graph, its grad_fn chain and saved tensors,
-would differ), outside `torch.compile` tracing and `torch.func` transforms, and with
-`get_device()` not "meta". Then `max_pool` pools the view itself, and copies the output
-(a quarter of the input for 2x2 pooling) into the default layout with
-`clone(memory_format=torch.contiguous_format)` right after `tnn.max_pool2d`: the tensor 3.15.1's
-max_pool2d returns for its contiguous copy (torch picks the default format for that input, as
-its channels are not of size 1), stride for stride; a max selects one input element, and both
-kernels scan a window in the same order and take a NaN or the first of equal values, so the
-values, ±0.0 and NaN positions included, are 3.15.1's. `.to(device)` and the permutation back
-are 3.15.1's steps, unchanged. A clone and not `.contiguous()`: a channels_last output of 1x1
-spatial size counts as contiguous already, and `.contiguous()` would hand it on with strides
-3.15.1's does not have. Every other call takes 3.15.1's statements.
-
-Not carried: bfloat16 inputs (torch 2.13's channels_last CPU kernel for bfloat16 writes a NaN of
-its own, 0xFFFF, sign bit set, where the default-layout kernel passes the input's NaN on, e.g.
-0x7FC0: the same NaN positions, but `torch.signbit` and the bits differ; float16, float32 and
-float64 pass NaNs on in both layouts); average_pool and the adaptive pools (the same flag upstream, but their sums may
-be accumulated in another order by torch's channels_last kernels: the values could differ in
-the last bits); 1-D and 3-D max pooling (no channels_last format for 3-D tensors; 3-D pooling
-not proven here); "same" padding (the padded copy is made either way); inputs on other devices
-(CUDA's kernels not verified here); calls under autograd.
-
-Not applicable before 3.15.0: 3.14.x's `_transpose_spatial_inputs` returns the permuted view
-itself, so its `max_pool` copies nothing to save (`tests/matrix.py --analyze-only --nightly`:
-not applicable 3.0.0-3.14.1, applied 3.15.0-3.15.1, upstream in keras-nightly
-3.16.0.dev2026102704). No switch: the patched code gives 3.15.1's results.
-
-Measured (torch 2.13.0, CPU, one thread, one process, the helper swapped for one answering None
-to get 3.15.1's steps, medians of 15 alternating rounds): the bench's `conv_predict`
-(`predict_on_batch`, batch 8 of 32x32x3) 3.06 -> 2.22 ms a call (-27%); `max_pool(x, 2)` alone
-0.61 -> 0.082 ms for x of shape (8, 32, 32, 16), 0.31 -> 0.042 ms for (8, 16, 16, 32).
+Not carried: bfloat16 (its channels_last CPU kernel writes a NaN of its own, sign bit set); the
+average and adaptive pools (sums may be accumulated in another order); 1-D and 3-D pooling; "same"
+padding; other devices; autograd. Not applicable before 3.15.0 (3.14's copies nothing). No switch.
+Measured (torch 2.13.0, CPU): `conv_predict` 3.06 -> 2.22 ms; `max_pool` of (8, 32, 32, 16) 0.61 -> 0.082 ms.
 """
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from itertools import pairwise
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-from codemods.torch_max_pool_channels_last.channels_last_view import (
-    NAME,
-    NIGHTLY_NN_PY,
-    NN_PY,
-    Analysis,
-    ChannelsLastViewCommand,
-    analyze,
-    anchors,
-)
+import libcst as cst
+
+from codemods import engine
+from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, InsertAfter, Replace
+from codemods.patchlib import AnchorDrift, Headers, Sources, statements
+from codemods.torch_conv_single_copy import NIGHTLY_NN_PY, NN_PY, TRANSPOSE, block, upstream_call
+
+POOL = "outputs = tnn.max_pool2d(inputs, ...)"
+#: The steps of 3.15.x's `max_pool` the inserted code relies on, in this order in its body.
+SPATIAL, PADDING, DEVICE, META, TO_DEVICE, BACK = (Anchor("max_pool", p, reported=False, name=n) for p, n in (
+    ("num_spatial_dims = inputs.ndim - 2", None), ('if padding == "same": ___\nelse: padding = 0', 'if padding == "same": ... else: padding = 0'),
+    ("device = get_device()", None), ('if device == "meta": ___', 'if device == "meta":'), ("outputs = outputs.to(device)", None),
+    ('if data_format == "channels_last": outputs = _transpose_spatial_outputs(outputs)', "outputs = _transpose_spatial_outputs(outputs)")))
+CHANNELS_LAST = Anchor("", 'if data_format == "channels_last": ___').compiled
+TWO_D = Anchor("", "num_spatial_dims == 2", expression=True).compiled
 
 
-def _analysis(sources: Sources, path: str) -> Analysis:
-    return sources.analysed(NAME, path, analyze)
-
-
-class TorchMaxPoolChannelsLast(Patch):
-    name = NAME
+class TorchMaxPoolChannelsLast(DeclaredPatch):
+    name = "torch-max-pool-channels-last"
     version = "1"
     headers = Headers(
         description="torch max_pool pools a dense channels_last 2-D input through its channels-first view "
@@ -88,25 +60,61 @@ class TorchMaxPoolChannelsLast(Patch):
     )
     files = (NN_PY,)
     since = "3.15.0"
-    codemods = (ChannelsLastViewCommand,)
+    codemod = "ChannelsLastViewCommand"
+    edits = (
+        Replace(Anchor("max_pool", TRANSPOSE, description="in max_pool: _forkgen_max_pool_view's view or this copy takes its place"),
+                "pool_inputs", rebinds=("inputs",)),
+        InsertAfter(Anchor("max_pool", "outputs = tnn.max_pool2d(inputs, ___)", name=POOL,
+                           description="its output is copied to the default layout after pooling the view"),
+                    "pool_outputs", rebinds=("outputs",)),
+        Helper(Anchor("", "def max_pool(___): ___", reported=False, name="def max_pool"), "helper", before=True),
+    )
+    relies_on = (
+        Anchor("", "def _transpose_spatial_inputs(inputs): ___", name="def _transpose_spatial_inputs",
+               description="permutes, then copies with .contiguous()"),
+        Anchor("_transpose_spatial_inputs", "return torch.permute(inputs, (0, 3, 1, 2)).contiguous()", reported=False),
+        SPATIAL, PADDING, DEVICE, META, TO_DEVICE, BACK,
+    )
+    upstream_patterns = (upstream_call("max_pool", NN_PY),)
+    upstream_shapes = (("max_pool asks _transpose_spatial_inputs for channels_last memory itself", (upstream_call("max_pool", NIGHTLY_NN_PY),)),)
+    names = {"forkgen_view": "bound by pool_inputs, above pool_outputs in max_pool"}
+    unshadowed_builtins = True
+    details = Details(
+        apply="max_pool pools a dense input's channels-first view instead of a copy",
+        present="max_pool pools forkgen's channels-first view (forkgen)",
+        upstream="max_pool asks _transpose_spatial_inputs for channels_last memory itself",
+    )
 
-    def check(self, sources: Sources) -> Check:
-        # keras-nightly has no torch/nn.py: its max_pool lives in torch/ops/nn.py.
-        path = NN_PY if sources.exists(NN_PY) or not sources.exists(NIGHTLY_NN_PY) else NIGHTLY_NN_PY
-        analysis = _analysis(sources, path)
-        if analysis.upstream:
-            return Check(Outcome.UPSTREAM, "max_pool asks _transpose_spatial_inputs for channels_last memory itself",
-                         anchors(analysis))
-        if analysis.present:
-            return Check(Outcome.APPLIED, "max_pool pools forkgen's channels-first view (forkgen)", anchors(analysis),
-                         present=True)
-        return Check(Outcome.APPLIED, "max_pool pools a dense input's channels-first view instead of a copy",
-                     anchors(analysis))
-
-    def apply(self, sources: Sources) -> None:
-        module = sources.module(NN_PY)
-        command = ChannelsLastViewCommand(CodemodContext(filename=NN_PY), sources.ast(NN_PY), _analysis(sources, NN_PY))
-        sources.replace(NN_PY, command.transform_module(module))
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        """Semantic: the helper is handed `inputs`, `num_spatial_dims` and `padding` as max_pool got
+        them, and the output copy relies on 3.15.1's steps after the pooling, in order."""
+        copy, pool = analysis.files[0].occurrences[:2]
+        body = list(cst.ensure_type(cst.ensure_type(copy.scope, cst.FunctionDef).body, cst.IndentedBlock).body)
+        where = next(i for i, s in enumerate(body) if any(n is copy.node for n in statements(s)))
+        if CHANNELS_LAST.match(body[where]) is None or block(body[where])[:1] != [copy.node] or len(
+                block(body[where])) != 1 + analysis.check.present:
+            raise AnchorDrift(NN_PY, copy.line, TRANSPOSE, 'alone under an `if data_format == "channels_last":` of max_pool',
+                              "another shape")
+        pooled = next((i for i, s in enumerate(body) for n in statements(s) if isinstance(n, cst.If)
+                       and TWO_D.match(n.test) is not None and pool.node in block(n)), -1)
+        spatial, padding, device, meta, to_device, back = (
+            next(i for i, s in enumerate(body) if any(a.compiled.match(n) is not None for n in statements(s)))
+            for a in (SPATIAL, PADDING, DEVICE, META, TO_DEVICE, BACK))
+        steps = ((SPATIAL.title, spatial), (TRANSPOSE, where), (PADDING.title, padding), (DEVICE.title, device),
+                 (META.title, meta), (POOL, pooled), (TO_DEVICE.title, to_device), (BACK.title, back))
+        for (before, i), (anchor, j) in pairwise(steps):
+            if j <= i:
+                raise AnchorDrift(NN_PY, copy.line, anchor, f"after `{before}` in max_pool" + (
+                    " (under `... num_spatial_dims == 2:`)" if anchor == POOL else ""), "another shape")
+        since = "since `num_spatial_dims = inputs.ndim - 2`"
+        for name, span, expected in (
+                ("inputs", body[spatial + 1:where], since), ("num_spatial_dims", body[spatial + 1:where], since),
+                ("padding", body[:where], "before it"), ("data_format", body[where:], "after it"),
+                ("inputs", [s for k, s in enumerate(body) if where < k < pooled and k not in (padding, meta)],
+                 f"between it and `{POOL}` (but where 3.15.1 pads it or replaces it on 'meta')")):
+            if name in engine.names_of(span, into_defs=False)[1]:
+                raise AnchorDrift(NN_PY, copy.line, TRANSPOSE, f"`{name}` unchanged {expected}", f"{name} reassigned")
 
 
 PATCH = TorchMaxPoolChannelsLast()
+ChannelsLastViewCommand = PATCH.command

@@ -1,8 +1,9 @@
 """What `torch-max-pool-channels-last` inserts into `keras/src/backend/torch/nn.py`.
 
-Parsed by the codemod, never imported. Three pieces: the function `_forkgen_max_pool_view`
-itself, with the marker comment right above it (inserted at module level, right before
-`def max_pool`); the body of `pool_inputs` (the two statements that take the place of
+Parsed by the codemod, never imported. Three pieces: `helper`, the function
+`_forkgen_max_pool_view` with the marker comment right above it (at module level, right before
+`def max_pool`; its docstring is indented here as it reads once at module level); the body of
+`pool_inputs` (the two statements that take the place of
 `inputs = _transpose_spatial_inputs(inputs)` in `max_pool`); and the body of `pool_outputs`
 (the statement inserted right after `outputs = tnn.max_pool2d(...)` in `max_pool`). Other
 comments are notes.
@@ -10,13 +11,14 @@ comments are notes.
 # ruff: noqa
 
 
-# The helper uses only names nn.py binds in 3.15.x: `torch` and `get_device` (the codemod
-# checks them), and the builtins `type`, `zip` and `reversed`.
+# The helper uses only names nn.py binds in 3.15.x: `torch` and `get_device` (the engine
+# checks them), and the builtins `type`, `zip` and `reversed` (not rebound there).
 
 
-# forkgen: torch-max-pool-channels-last (keras#23645: max_pool2d reads a dense NHWC input in place)
-def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):
-    """The channels-first view `max_pool` can pool in place of 3.15.1's copy, or None.
+def helper():
+    # forkgen: torch-max-pool-channels-last (keras#23645: max_pool2d reads a dense NHWC input in place)
+    def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):
+        """The channels-first view `max_pool` can pool in place of 3.15.1's copy, or None.
 
     Upstream permutes a channels_last input to channels-first axes and copies the view to the
     default layout. A 4-D CPU tensor laid out densely (canonical strides) has a view whose
@@ -28,28 +30,28 @@ def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):
     device, and only when the view is not contiguous already (a layout both formats fit, such
     as one channel or a 1x1 image, is 3.15.1's copy-free case anyway). Else None: upstream's way.
     """
-    if (
-        num_spatial_dims != 2
-        or type(inputs) is not torch.Tensor
-        or inputs.layout != torch.strided
-        or inputs.device.type != "cpu"
-        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)
-        or (inputs.requires_grad and torch.is_grad_enabled())
-        or torch.compiler.is_compiling()
-        or torch._C._functorch.is_functorch_wrapped_tensor(inputs)
-        or padding == "same"
-        or get_device() == "meta"
-    ):
-        return None
-    view = torch.permute(inputs, (0, 3, 1, 2))
-    if view.is_contiguous():
-        return None
-    expected = 1
-    for size, stride in zip(reversed(inputs.shape), reversed(inputs.stride())):
-        if stride != expected:
+        if (
+            num_spatial_dims != 2
+            or type(inputs) is not torch.Tensor
+            or inputs.layout != torch.strided
+            or inputs.device.type != "cpu"
+            or inputs.dtype not in (torch.float32, torch.float64, torch.float16)
+            or (inputs.requires_grad and torch.is_grad_enabled())
+            or torch.compiler.is_compiling()
+            or torch._C._functorch.is_functorch_wrapped_tensor(inputs)
+            or padding == "same"
+            or get_device() == "meta"
+        ):
             return None
-        expected *= size
-    return view
+        view = torch.permute(inputs, (0, 3, 1, 2))
+        if view.is_contiguous():
+            return None
+        expected = 1
+        for size, stride in zip(reversed(inputs.shape), reversed(inputs.stride())):
+            if stride != expected:
+                return None
+            expected *= size
+        return view
 
 
 # In `max_pool`, in place of `inputs = _transpose_spatial_inputs(inputs)` (under its

@@ -795,3 +795,18 @@ def test_a_moved_file_is_read_edited_and_reported_where_the_tree_has_it() -> Non
     both = Sources(lambda path: MODULE if path in (PATH, moved) else None)
     assert {a.path for a in patch.check(both).anchors} == {""}
     assert drift(patch, "").startswith(f"{PATH}:")
+
+
+def test_a_piece_may_rebind_what_upstream_binds_there() -> None:
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds", rebinds=("found",)))
+    check, text = run(patch, MODULE)
+    assert check.outcome is Outcome.APPLIED and "        found = None  # forkgen: test-patch\n" in text
+
+
+def test_a_builtin_the_inserted_code_reads_may_be_required_unshadowed() -> None:
+    size = InsertAfter(Anchor("Box.__init__", "self.value = __"), "size")
+    shadowed = MODULE + "\nlen = 3\n"
+    assert run(declare(size), shadowed)[0].outcome is Outcome.APPLIED
+    assert drift(declare(size, unshadowed_builtins=True), shadowed) == (
+        "pkg/mod.py:12: anchor 'len': expected the builtins size reads; found bound at module level")
+    assert run(declare(size, unshadowed_builtins=True), MODULE)[0].outcome is Outcome.APPLIED

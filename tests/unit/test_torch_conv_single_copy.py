@@ -3,51 +3,19 @@
 from __future__ import annotations
 
 import difflib
-from importlib import resources
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
 from codemods.patchlib import AnchorDrift, Outcome, Sources
-from codemods.torch_conv_single_copy import PATCH, SingleCopyCommand
+from codemods.torch_conv_single_copy import PATCH
+from codemods.torch_conv_single_copy.cases import AFTER, BEFORE, CALL, HELPER, NIGHTLY, NIGHTLY_NN
 from tests.support import synthetic_torch_conv_single_copy as synthetic
-from tests.support.synthetic import assert_applies_once, replace_once
 
 NN = "keras/src/backend/torch/nn.py"
-NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
-BEFORE = synthetic.NN_PY
-STATEMENT = "        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel(kernel)\n"
-CALL = "        inputs = _forkgen_transpose_conv_inputs(inputs)  # forkgen: torch-conv-single-copy\n"
-
-
-def _template_helper() -> str:
-    """The helper as the template file spells it: from its marker comment to its last line
-    (read as text, independently of the codemod's parsing)."""
-    text = resources.files("codemods.torch_conv_single_copy").joinpath("inserted.py").read_text(encoding="utf-8")
-    start = text.index("# forkgen: torch-conv-single-copy (")
-    return text[start : text.index("\n\n\n", start) + 1]
-
-
-HELPER = _template_helper()
-AFTER = replace_once(
-    replace_once(BEFORE, "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n",
-                 "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n\n\n" + HELPER),
-    STATEMENT, CALL + "\n    kernel = _transpose_conv_kernel(kernel)\n",
-)
-# keras-nightly's shape since #23199 (its nn.py moved to torch/ops/): conv passes the flag and no
-# longer converts its inputs a second time.
-NIGHTLY = replace_once(
-    replace_once(BEFORE, STATEMENT,
-                 "        inputs = _transpose_spatial_inputs(\n            inputs, channels_last_memory_format=True\n"
-                 "        )\n\n    kernel = _transpose_conv_kernel(kernel)\n"),
-    "        inputs = _maybe_convert_to_channels_last(inputs)\n", "",
-)
-# Keras 3.14.x: keras#22324's conversion, but `_transpose_spatial_inputs` returns the view.
-V3_14 = BEFORE.replace(")).contiguous()\n", "))\n")
 
 
 def check(source: str, path: str = NN) -> Any:
@@ -56,19 +24,6 @@ def check(source: str, path: str = NN) -> Any:
 
 def line_of(source: str, text: str) -> int:
     return source[: source.index(text)].count("\n") + 1
-
-
-class TestSingleCopy(CodemodTest):
-    TRANSFORM = SingleCopyCommand
-
-    def test_inserts_the_helper_and_calls_it_from_conv(self) -> None:
-        self.assertCodemod(BEFORE, AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
 
 
 def test_only_conv_changes_and_only_by_one_statement() -> None:
@@ -82,92 +37,13 @@ def test_only_conv_changes_and_only_by_one_statement() -> None:
 
 
 def test_outcomes() -> None:
-    before = check(BEFORE)
-    assert before.outcome is Outcome.APPLIED and not before.present
-    assert [(a.name, a.line) for a in before.anchors] == [
-        ("inputs = _transpose_spatial_inputs(inputs)", line_of(BEFORE, STATEMENT)),
-        ("def _maybe_convert_to_channels_last", line_of(BEFORE, "def _maybe_convert_to_channels_last")),
-        ("def _transpose_spatial_inputs", line_of(BEFORE, "def _transpose_spatial_inputs")),
-    ]
-    present = check(AFTER)
-    assert present.outcome is Outcome.APPLIED and present.present
-    assert present.anchors[0].line == line_of(AFTER, CALL)
+    # Beyond cases.py: the lines of the applied and upstream forms, and the file nightly names.
+    assert check(AFTER).anchors[0].line == line_of(AFTER, CALL)
     nightly = check(NIGHTLY)
-    assert nightly.outcome is Outcome.UPSTREAM
     assert nightly.anchors[0].line == line_of(NIGHTLY, "        inputs = _transpose_spatial_inputs(\n            inputs, chan")
     moved = check(NIGHTLY, NIGHTLY_NN)
     assert moved.outcome is Outcome.UPSTREAM and moved.anchors[0].path == NIGHTLY_NN
     assert PATCH.since == "3.15.0"
-
-
-def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    assert_applies_once(PATCH, NN, BEFORE, AFTER)
-
-
-CONV_LINE = line_of(BEFORE, STATEMENT)
-
-
-@pytest.mark.parametrize(
-    ("source", "anchor", "found", "line"),
-    [
-        (V3_14, "return torch.permute(inputs, (0, 3, 1, 2)).contiguous()",
-         "found 0, a return of the view without .contiguous()", line_of(BEFORE, "def _transpose_spatial_inputs")),
-        (replace_once(BEFORE, "        return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()\n",
-                      "        return torch.permute(inputs, (0, 1, 4, 2, 3)).contiguous()\n"),
-         "return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()", "found 0",
-         line_of(BEFORE, "def _transpose_spatial_inputs")),
-        (BEFORE.replace("def _transpose_spatial_inputs(inputs):", "def _transpose_spatial_inputs(inputs, copy=True):"),
-         "def _transpose_spatial_inputs(inputs)", "another signature", line_of(BEFORE, "def _transpose_spatial_inputs")),
-        (BEFORE.replace("        inputs = _maybe_convert_to_channels_last(inputs)\n", ""),
-         "inputs = _maybe_convert_to_channels_last(inputs)", "found 0", CONV_LINE),
-        (BEFORE.replace("        kernel = _maybe_convert_to_channels_last(kernel)\n",
-                        "        kernel = _maybe_convert_to_channels_last(kernel)\n"
-                        "        inputs = _maybe_convert_to_channels_last(inputs)\n"),
-         "inputs = _maybe_convert_to_channels_last(inputs)", "found 2", CONV_LINE),
-        (BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n    if",
-                        "    kernel = _transpose_conv_kernel(kernel)\n    inputs = inputs[:, :1]\n\n    if"),
-         "inputs = _maybe_convert_to_channels_last(inputs)", "inputs reassigned", CONV_LINE),
-        (BEFORE.replace("        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel",
-                        "        inputs = _transpose_spatial_inputs(inputs)\n"
-                        "        inputs = _maybe_convert_to_channels_last(inputs)\n\n    kernel").replace(
-            "    if data_format == \"channels_last\":\n        inputs = _maybe_convert_to_channels_last(inputs)\n"
-            "        kernel", "    if data_format == \"channels_last\":\n        kernel"),
-         "inputs = _maybe_convert_to_channels_last(inputs)", "it in the same or an earlier one", CONV_LINE),
-        (BEFORE.replace("    if data_format == \"channels_last\":\n        inputs = _transpose_spatial_inputs(inputs)\n\n"
-                        "    kernel = _transpose_conv_kernel",
-                        "    inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel"),
-         "inputs = _maybe_convert_to_channels_last(inputs)", "another shape", CONV_LINE - 1),
-        (BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n",
-                        "    kernel = _transpose_conv_kernel(kernel)\n    inputs = _transpose_spatial_inputs(inputs)\n\n"),
-         "inputs = _transpose_spatial_inputs(inputs)", "found 2", CONV_LINE),
-        (BEFORE.replace("def conv(", "def conv2d("), "conv", "found 0", 1),
-        (replace_once(BEFORE, "        return torch.channels_last_3d\n", "        return None\n"),
-         "torch.channels_last_3d", "found none", line_of(BEFORE, "def _get_channels_last_memory_format")),
-        (BEFORE.replace("        return tensor.contiguous(memory_format=mem_fmt)\n",
-                        "        return tensor.to(memory_format=mem_fmt)\n"),
-         "tensor.contiguous(memory_format=...)", "found 0", line_of(BEFORE, "def _maybe_convert_to_channels_last")),
-        (BEFORE.replace("def _maybe_convert_to_channels_last(", "def _to_channels_last("),
-         "_maybe_convert_to_channels_last", "found 0", 1),
-        (BEFORE.replace("import torch\nimport torch.nn", "import torch as th\nimport torch.nn"),
-         "import torch", "found none", 1),
-        (BEFORE + "\n\ndef _forkgen_transpose_conv_inputs(inputs):\n    return inputs\n",
-         "_forkgen_transpose_conv_inputs", "1 definitions, 1 unmarked", 1),
-        (BEFORE + "\n\ndef any(values):\n    return False\n", "any", "a module-level binding", 1),
-        (AFTER.replace(HELPER, ""), "_forkgen_transpose_conv_inputs", "call present, helper absent",
-         line_of(AFTER.replace(HELPER, ""), CALL)),
-        (AFTER.replace(CALL, STATEMENT.split("\n")[0] + "\n"), "_forkgen_transpose_conv_inputs",
-         "call absent, helper present", line_of(AFTER, CALL)),
-    ],
-    ids=["3.14's view", "another permutation", "another signature", "no conversion", "two conversions",
-         "inputs reassigned", "conversion in the same if", "no channels_last if", "two transposes", "no conv",
-         "no channels_last_3d", "another conversion", "no conversion helper", "torch aliased", "helper name taken",
-         "builtin shadowed", "call without helper", "helper without call"],
-)
-def test_drift(source: str, anchor: str, found: str, line: int) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert caught.value.anchor == anchor and found in str(caught.value)
-    assert (caught.value.path, caught.value.line) == (NN, line)
 
 
 def test_a_tree_without_the_torch_backend_is_drift() -> None:

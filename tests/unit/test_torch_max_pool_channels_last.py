@@ -7,7 +7,6 @@ import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 from unittest import mock
 
@@ -15,54 +14,26 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
 from codemods.patchlib import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH as CONV_PATCH
-from codemods.torch_max_pool_channels_last import PATCH, ChannelsLastViewCommand
+from codemods.torch_max_pool_channels_last import PATCH
+from codemods.torch_max_pool_channels_last.cases import (
+    AFTER,
+    BEFORE,
+    CALL,
+    HELPER,
+    NIGHTLY,
+    NIGHTLY_NN,
+    OUTPUT,
+    POOL,
+    STATEMENT,
+)
 from tests.support import synthetic_torch_conv_single_copy as conv_synthetic
 from tests.support import synthetic_torch_max_pool_channels_last as synthetic
-from tests.support.synthetic import assert_applies_once, load_module, patch_files, replace_once
+from tests.support.synthetic import load_module, patch_files
 
 NN = "keras/src/backend/torch/nn.py"
-NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
-BEFORE = synthetic.NN_PY
-MARK = "  # forkgen: torch-max-pool-channels-last"
-STATEMENT = '    if data_format == "channels_last":\n        inputs = _transpose_spatial_inputs(inputs)\n\n    if padding'
-CALL = (
-    '    if data_format == "channels_last":\n'
-    f"        forkgen_view = _forkgen_max_pool_view(inputs, num_spatial_dims, padding){MARK}\n"
-    "        inputs = _transpose_spatial_inputs(inputs) if forkgen_view is None else forkgen_view\n\n    if padding"
-)
-POOL = "        outputs = tnn.max_pool2d(\n            inputs, kernel_size=pool_size, stride=strides, padding=padding\n        )\n"
-OUTPUT = (
-    f'        if data_format == "channels_last" and forkgen_view is not None:{MARK}\n'
-    "            outputs = outputs.clone(memory_format=torch.contiguous_format)\n"
-)
-
-
-def _template_helper() -> str:
-    """The helper as the template file spells it: from its marker comment to its last line
-    (read as text, independently of the codemod's parsing)."""
-    text = resources.files("codemods.torch_max_pool_channels_last").joinpath("inserted.py").read_text(encoding="utf-8")
-    start = text.index("# forkgen: torch-max-pool-channels-last (")
-    return text[start : text.index("\n\n\n", start) + 1]
-
-
-HELPER = _template_helper()
-AFTER = replace_once(
-    replace_once(replace_once(BEFORE, "\n\n\ndef max_pool(\n", "\n\n\n" + HELPER + "\n\ndef max_pool(\n"),
-                 STATEMENT, CALL),
-    POOL, POOL + OUTPUT,
-)
-# keras-nightly's shape since #23645 (its nn.py moved to torch/ops/): max_pool passes the flag.
-NIGHTLY = replace_once(
-    BEFORE, STATEMENT,
-    '    if data_format == "channels_last":\n        inputs = _transpose_spatial_inputs(\n'
-    "            inputs, channels_last_memory_format=True\n        )\n\n    if padding",
-)
-# Keras 3.14.x: `_transpose_spatial_inputs` returns the view (no copy to save).
-V3_14 = BEFORE.replace(")).contiguous()\n", "))\n")
 
 
 def check(source: str, path: str = NN) -> Any:
@@ -74,20 +45,6 @@ def line_of(source: str, text: str) -> int:
 
 
 ANCHOR_LINE = line_of(BEFORE, STATEMENT) + 1
-POOL_LINE = line_of(BEFORE, POOL)
-
-
-class TestChannelsLastView(CodemodTest):
-    TRANSFORM = ChannelsLastViewCommand
-
-    def test_inserts_the_helper_and_its_statements_in_max_pool(self) -> None:
-        self.assertCodemod(BEFORE, AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
 
 
 def test_only_max_pool_changes_and_only_by_one_statement() -> None:
@@ -107,98 +64,14 @@ def test_only_max_pool_changes_and_only_by_one_statement() -> None:
 
 
 def test_outcomes() -> None:
-    before = check(BEFORE)
-    assert before.outcome is Outcome.APPLIED and not before.present
-    assert [(a.name, a.line) for a in before.anchors] == [
-        ("inputs = _transpose_spatial_inputs(inputs)", ANCHOR_LINE),
-        ("outputs = tnn.max_pool2d(inputs, ...)", POOL_LINE),
-        ("def _transpose_spatial_inputs", line_of(BEFORE, "def _transpose_spatial_inputs")),
-    ]
+    # Beyond cases.py: the lines of the applied and upstream forms, and the file nightly names.
     present = check(AFTER)
-    assert present.outcome is Outcome.APPLIED and present.present
     assert present.anchors[0].line == line_of(AFTER, CALL) + 1
     assert present.anchors[1].line == line_of(AFTER, POOL)
-    nightly = check(NIGHTLY)
-    assert nightly.outcome is Outcome.UPSTREAM
-    assert nightly.anchors[0].line == ANCHOR_LINE
+    assert check(NIGHTLY).anchors[0].line == ANCHOR_LINE
     moved = check(NIGHTLY, NIGHTLY_NN)
     assert moved.outcome is Outcome.UPSTREAM and moved.anchors[0].path == NIGHTLY_NN
     assert PATCH.since == "3.15.0"
-
-
-def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    assert_applies_once(PATCH, NN, BEFORE, AFTER)
-
-
-@pytest.mark.parametrize(
-    ("source", "anchor", "found", "line"),
-    [
-        (V3_14, "return torch.permute(inputs, (0, 3, 1, 2)).contiguous()", "found 0",
-         line_of(BEFORE, "def _transpose_spatial_inputs")),
-        (BEFORE.replace("def _transpose_spatial_inputs(inputs):", "def _transpose_spatial_inputs(inputs, copy=True):"),
-         "def _transpose_spatial_inputs(inputs)", "another signature", line_of(BEFORE, "def _transpose_spatial_inputs")),
-        (replace_once(BEFORE, STATEMENT, '    inputs = _transpose_spatial_inputs(inputs)\n\n    if padding'),
-         "inputs = _transpose_spatial_inputs(inputs)", "another shape", ANCHOR_LINE - 1),
-        (replace_once(BEFORE, STATEMENT, STATEMENT.replace("(inputs)\n", "(inputs)\n        inputs = inputs * 1\n")),
-         "inputs = _transpose_spatial_inputs(inputs)", "another shape", ANCHOR_LINE),
-        (replace_once(BEFORE, STATEMENT, STATEMENT.replace("(inputs)\n", "(inputs)\n        inputs = _transpose_spatial_inputs(inputs)\n")),
-         "inputs = _transpose_spatial_inputs(inputs)", "found 2", ANCHOR_LINE),
-        (replace_once(BEFORE, "    num_spatial_dims = inputs.ndim - 2\n    pool_size",
-                      "    num_spatial_dims = len(inputs.shape) - 2\n    pool_size"),
-         "num_spatial_dims = inputs.ndim - 2", "found 0", ANCHOR_LINE),
-        (replace_once(BEFORE, "    data_format = backend.standardize_data_format(data_format)\n",
-                      "    data_format = backend.standardize_data_format(data_format)\n    inputs = inputs[:1]\n"),
-         "inputs = _transpose_spatial_inputs(inputs)", "inputs reassigned", ANCHOR_LINE + 1),
-        (replace_once(BEFORE, "    data_format = backend.standardize_data_format(data_format)\n",
-                      "    data_format = backend.standardize_data_format(data_format)\n    padding = padding.lower()\n"),
-         "inputs = _transpose_spatial_inputs(inputs)", "padding reassigned", ANCHOR_LINE + 1),
-        (replace_once(BEFORE, "    else:\n        padding = 0\n", "    else:\n        padding = 1\n"),
-         'if padding == "same": ... else: padding = 0', "found 0", ANCHOR_LINE),
-        (replace_once(BEFORE, "    device = get_device()\n", "    device = backend.get_device()\n"),
-         "device = get_device()", "found 0", ANCHOR_LINE),
-        (replace_once(BEFORE, '    if device == "meta":\n', '    if device == "cpu":\n'),
-         'if device == "meta":', "found 0", ANCHOR_LINE),
-        (replace_once(BEFORE, '    device = get_device()\n', '    device = get_device()\n    inputs = inputs + 0\n'),
-         "inputs = _transpose_spatial_inputs(inputs)", "inputs reassigned", ANCHOR_LINE),
-        (replace_once(BEFORE, POOL, POOL.replace("tnn.max_pool2d(", "tnn.max_pool2d_fast(")),
-         "outputs = tnn.max_pool2d(inputs, ...)", "found 0", line_of(BEFORE, "def max_pool(")),
-        (replace_once(BEFORE, "    elif num_spatial_dims == 2:\n", "    elif num_spatial_dims >= 2:\n"),
-         "outputs = tnn.max_pool2d(inputs, ...)", "another shape", POOL_LINE),
-        (replace_once(BEFORE, "    outputs = outputs.to(device)\n", "    outputs = outputs.to(device, copy=True)\n"),
-         "outputs = outputs.to(device)", "found 0", POOL_LINE),
-        (replace_once(BEFORE, "        outputs = _transpose_spatial_outputs(outputs)\n    return outputs\n\n\ndef conv(",
-                      "        pass\n    return outputs\n\n\ndef conv("),
-         "outputs = _transpose_spatial_outputs(outputs)", "found 0", POOL_LINE),
-        (replace_once(BEFORE, "    outputs = outputs.to(device)\n",
-                      "    outputs = outputs.to(device)\n    data_format = \"channels_first\"\n"),
-         "inputs = _transpose_spatial_inputs(inputs)", "data_format reassigned", ANCHOR_LINE),
-        (replace_once(BEFORE, "    outputs = outputs.to(device)\n", "    forkgen_view = None\n    outputs = outputs.to(device)\n"),
-         "forkgen_view", "it used", line_of(BEFORE, "def max_pool(")),
-        (BEFORE.replace("def max_pool(\n", "def max_pool2d(\n"), "max_pool", "found 0", 1),
-        (BEFORE.replace("import torch\nimport torch.nn", "import torch as th\nimport torch.nn"),
-         "import torch", "found none", 1),
-        (BEFORE.replace("from keras.src.backend.torch.core import get_device\n", ""),
-         "get_device", "found none", 1),
-        (BEFORE + "\n\ndef _forkgen_max_pool_view(inputs, num_spatial_dims, padding):\n    return None\n",
-         "_forkgen_max_pool_view", "1 definitions, 1 unmarked", 1),
-        (BEFORE + "\n\ndef zip(*values):\n    return ()\n", "zip", "a module-level binding", 1),
-        (AFTER.replace(HELPER + "\n\n", ""), "_forkgen_max_pool_view", "call present, output copy present, helper absent",
-         line_of(AFTER, CALL) + 1 - HELPER.count("\n") - 2),
-        (AFTER.replace(OUTPUT, ""), "_forkgen_max_pool_view", "call present, output copy absent, helper present",
-         line_of(AFTER, CALL) + 1),
-    ],
-    ids=["3.14's view", "another signature", "no channels_last if", "not alone in its if", "two copies",
-         "another rank", "inputs reassigned before", "padding reassigned", "another padding default",
-         "another device lookup", "no meta stand-in", "inputs reassigned after", "no max_pool2d",
-         "no 2-D branch", "another to()", "no transpose back", "data_format reassigned", "flag name taken",
-         "no max_pool", "torch aliased", "no get_device", "helper name taken", "builtin shadowed",
-         "statements without helper", "no output copy"],
-)
-def test_drift(source: str, anchor: str, found: str, line: int) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert caught.value.anchor == anchor and found in str(caught.value), str(caught.value)
-    assert (caught.value.path, caught.value.line) == (NN, line), str(caught.value)
 
 
 def test_a_tree_without_the_torch_backend_is_drift() -> None:

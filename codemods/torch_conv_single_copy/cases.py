@@ -1,0 +1,126 @@
+"""What `torch-conv-single-copy` makes of torch nn modules shaped like Keras's (run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+
+from importlib import resources
+
+from codemods.patchlib import Case, Mutant
+from tests.support.synthetic import replace_once
+from tests.support.synthetic_torch_conv_single_copy import NN_PY
+
+BEFORE = NN_PY
+NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
+STATEMENT = "        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel(kernel)\n"
+CALL = "        inputs = _forkgen_transpose_conv_inputs(inputs)  # forkgen: torch-conv-single-copy\n"
+
+
+def template_helper(package: str, marker: str) -> str:
+    """The helper as the template file spells it, from its marker comment to its last line, at
+    module level (read as text, independently of the engine's parsing: one indent less, except
+    the lines of its docstring after the first, written as they read at module level)."""
+    text = resources.files(package).joinpath("inserted.py").read_text(encoding="utf-8")
+    start = text.index(f"    {marker}")
+    lines, docstring = [], False
+    for line in text[start : text.index("\n\n\n", start) + 1].splitlines(True):
+        lines.append(line if docstring else line.removeprefix("    "))
+        docstring ^= line.count('"""') == 1
+    return "".join(lines)
+
+
+HELPER = template_helper("codemods.torch_conv_single_copy", "# forkgen: torch-conv-single-copy (")
+AFTER = replace_once(
+    replace_once(BEFORE, "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n",
+                 "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n\n\n" + HELPER),
+    STATEMENT, CALL + "\n    kernel = _transpose_conv_kernel(kernel)\n",
+)
+#: keras-nightly's shape since #23199 (its nn.py moved to torch/ops/): conv passes the flag and
+#: no longer converts its inputs a second time.
+NIGHTLY = replace_once(
+    replace_once(BEFORE, STATEMENT,
+                 "        inputs = _transpose_spatial_inputs(\n            inputs, channels_last_memory_format=True\n"
+                 "        )\n\n    kernel = _transpose_conv_kernel(kernel)\n"),
+    "        inputs = _maybe_convert_to_channels_last(inputs)\n", "",
+)
+#: Keras 3.14.x: keras#22324's conversion, but `_transpose_spatial_inputs` returns the view.
+V3_14 = BEFORE.replace(")).contiguous()\n", "))\n")
+CONVERT = "inputs = _maybe_convert_to_channels_last(inputs)"
+
+
+def _drift(name: str, source: str, drift: str) -> Case:
+    return Case(name, source, drift=drift)
+
+
+CASES = (
+    Case("inserts the helper and calls it from conv", BEFORE, AFTER,
+         detail="conv calls a single-copy helper instead of _transpose_spatial_inputs",
+         anchors=(("inputs = _transpose_spatial_inputs(inputs)", 62), ("def _maybe_convert_to_channels_last", 46),
+                  ("def _transpose_spatial_inputs", 7))),
+    Case("keras-nightly passes the flag (#23199)", NIGHTLY, upstream=True),
+    Case("keras-nightly's torch/ops/nn.py", {NIGHTLY_NN: NIGHTLY}, upstream=True),
+    _drift("3.14's view", V3_14, "nn.py:7: anchor 'return torch.permute(inputs, (0, 3, 1, 2)).contiguous()': expected "
+           "exactly one `return torch.permute(inputs, (0, 3, 1, 2)).contiguous()` in _transpose_spatial_inputs; found 0"),
+    _drift("another permutation", replace_once(BEFORE, "(0, 4, 1, 2, 3)).contiguous()", "(0, 1, 4, 2, 3)).contiguous()"),
+           "nn.py:7: anchor 'return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()'"),
+    _drift("another signature", BEFORE.replace("def _transpose_spatial_inputs(inputs):",
+                                               "def _transpose_spatial_inputs(inputs, copy=True):"),
+           "nn.py:1: anchor 'def _transpose_spatial_inputs': expected exactly one `def _transpose_spatial_inputs` at "
+           "module level; found 0"),
+    _drift("no conversion", BEFORE.replace(f"        {CONVERT}\n", ""),
+           f"nn.py:59: anchor '{CONVERT}': expected exactly one `{CONVERT}` in conv; found 0"),
+    _drift("two conversions", BEFORE.replace("        kernel = _maybe_convert_to_channels_last(kernel)\n",
+                                             f"        kernel = _maybe_convert_to_channels_last(kernel)\n        {CONVERT}\n"),
+           f"nn.py:67: anchor '{CONVERT}': expected exactly one `{CONVERT}` in conv; found 2"),
+    _drift("inputs reassigned", BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n    if",
+                                               "    kernel = _transpose_conv_kernel(kernel)\n    inputs = inputs[:, :1]\n\n    if"),
+           f"nn.py:62: anchor '{CONVERT}': expected `inputs` unchanged between `inputs = _transpose_spatial_inputs(inputs)` "
+           "and it; found inputs reassigned"),
+    _drift("conversion in the same if", BEFORE.replace(
+        STATEMENT, f"        inputs = _transpose_spatial_inputs(inputs)\n        {CONVERT}\n\n    kernel = _transpose_conv_kernel(kernel)\n",
+    ).replace(f'    if data_format == "channels_last":\n        {CONVERT}\n        kernel',
+              '    if data_format == "channels_last":\n        kernel'),
+        f"nn.py:62: anchor '{CONVERT}': expected in an `if` after the one of `inputs = _transpose_spatial_inputs(inputs)`; "
+        "found it in the same or an earlier one"),
+    _drift("no channels_last if", BEFORE.replace(
+        '    if data_format == "channels_last":\n' + STATEMENT, "    inputs = _transpose_spatial_inputs(inputs)\n\n"
+        "    kernel = _transpose_conv_kernel(kernel)\n"),
+        f"nn.py:61: anchor '{CONVERT}': expected it and `inputs = _transpose_spatial_inputs(inputs)` each under an "
+        '`if data_format == "channels_last":` of conv; found another shape'),
+    _drift("two transposes", BEFORE.replace("    kernel = _transpose_conv_kernel(kernel)\n\n",
+                                            "    kernel = _transpose_conv_kernel(kernel)\n    inputs = _transpose_spatial_inputs(inputs)\n\n"),
+           "nn.py:62: anchor 'inputs = _transpose_spatial_inputs(inputs)': expected exactly one "
+           "`inputs = _transpose_spatial_inputs(inputs)` in conv; found 2"),
+    _drift("no conv", BEFORE.replace("def conv(", "def conv2d("), "nn.py:1: anchor 'conv': expected exactly one def conv; found 0"),
+    _drift("no channels_last_3d", replace_once(BEFORE, "        return torch.channels_last_3d\n", "        return None\n"),
+           "nn.py:38: anchor 'torch.channels_last_3d': expected exactly one `torch.channels_last_3d` in "
+           "_get_channels_last_memory_format; found 0"),
+    _drift("another conversion", BEFORE.replace("        return tensor.contiguous(memory_format=mem_fmt)\n",
+                                                "        return tensor.to(memory_format=mem_fmt)\n"),
+           "nn.py:46: anchor 'tensor.contiguous(memory_format=__)': expected exactly one "
+           "`tensor.contiguous(memory_format=__)` in _maybe_convert_to_channels_last; found 0"),
+    _drift("no conversion helper", BEFORE.replace("def _maybe_convert_to_channels_last(", "def _to_channels_last("),
+           "nn.py:1: anchor 'def _maybe_convert_to_channels_last': expected exactly one "
+           "`def _maybe_convert_to_channels_last` at module level; found 0"),
+    _drift("torch aliased", BEFORE.replace("import torch\nimport torch.nn", "import torch as th\nimport torch.nn"),
+           "nn.py:46: anchor 'torch': expected bound where helper goes (at module level or at module level); found not bound"),
+    _drift("helper name taken", BEFORE + "\n\ndef _forkgen_transpose_conv_inputs(inputs):\n    return inputs\n",
+           "nn.py:83: anchor '_forkgen_transpose_conv_inputs': expected names free for helper (forkgen's helper); "
+           "found already bound"),
+    _drift("builtin shadowed", BEFORE + "\n\ndef any(values):\n    return False\n",
+           "nn.py:46: anchor 'any': expected the builtins helper reads; found bound at module level"),
+    _drift("call without helper", AFTER.replace(HELPER, ""),
+           "nn.py:46: anchor 'torch-conv-single-copy': expected all pieces present or none; found "
+           "inputs = _transpose_spatial_inputs(inputs) forkgen's, def _maybe_convert_to_channels_last missing"),
+    _drift("helper without call", AFTER.replace(CALL, STATEMENT.split("\n")[0] + "\n"),
+           "nn.py:92: anchor 'torch-conv-single-copy': expected all pieces present or none; found "
+           "def _maybe_convert_to_channels_last forkgen's, inputs = _transpose_spatial_inputs(inputs) missing"),
+)
+
+MUTANTS = (
+    Mutant("conv gets the caller's memory while autograd records",
+           "                if dense and not torch.is_grad_enabled():\n", "                if dense:\n"),
+    Mutant("one-channel inputs take the single copy",
+           "            if not view.is_contiguous() and sizes[1] != 1 and any(size != 1 for size in sizes[2:]):\n",
+           "            if not view.is_contiguous() and any(size != 1 for size in sizes[2:]):\n"),
+    Mutant("any stride of a size-1 axis counts as dense",
+           "                    dense = dense and stride == expected\n",
+           "                    dense = dense and (stride == expected or size == 1)\n"),
+)

@@ -28,7 +28,10 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
-  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert.
+  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert;
+  `keep_comments=True` keeps upstream's comment lines above the anchor statement (for Prepend,
+  the function's first statement) with it, below the inserted code, instead of moving them
+  above; `Prepend(..., reported=False)` leaves the function out of the outcome's anchors.
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
@@ -309,6 +312,9 @@ class Edit:
     enclosed: bool = False
     #: Blank lines above the inserted statements (InsertBefore, InsertAfter, Helper).
     blank_lines: int = 0
+    #: Upstream's comment lines above the anchor statement (Prepend: the first statement) stay
+    #: with it, below the inserted code (default: they move above the inserted code).
+    keep_comments: bool = False
 
     #: How drift counts the anchors not yet edited and those already edited, and names one of
     #: the latter.
@@ -411,8 +417,11 @@ class Helper(Edit):
 class Prepend(Edit):
     """The piece's statements first in the body of the function `scope` (after its docstring)."""
 
-    def __init__(self, scope: str, piece: str, label: str | None = None) -> None:
-        super().__init__(Anchor(scope, "", description=f"first statement of {scope}"), piece, label)
+    def __init__(self, scope: str, piece: str, label: str | None = None, *, reported: bool = True,
+                 keep_comments: bool = False) -> None:
+        super().__init__(Anchor(scope, "", description=f"first statement of {scope}", reported=reported,
+                                name=f"{scope}: first statement"), piece, label,
+                         keep_comments=keep_comments)
 
     @property
     def name(self) -> str:
@@ -1060,11 +1069,11 @@ class DeclaredPatch(Patch):
                 extra |= ancestors(o.statement, o.node)
             elif isinstance(o.edit, Prepend):
                 block = cast(cst.FunctionDef, o.node).body
-                _add(plan, block, functools.partial(_prepend, compiled.template))
+                _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.keep_comments))
                 targets.append(o.node)
                 extra.add(id(block))
             else:
-                _add(plan, o.node, functools.partial(_splice, compiled.template))
+                _add(plan, o.node, functools.partial(_splice, compiled.template, o.edit.keep_comments))
                 targets.append(o.node)
         return statement_ancestors(analysis.module, targets) | extra, plan
 
@@ -1110,16 +1119,18 @@ def _docstring(body: Sequence[cst.BaseStatement]) -> int:
 
 
 class _Fill(cst.CSTTransformer):
-    def __init__(self, upstream: cst.CSTNode) -> None:
+    def __init__(self, upstream: cst.CSTNode, keep_comments: bool = False) -> None:
         super().__init__()
         self.upstream = upstream
+        self.keep_comments = keep_comments
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
         if _is_placeholder_line(updated_node) and isinstance(self.upstream, cst.BaseStatement):
             # Upstream's statement, node for node; the template's comment lines above `UPSTREAM` stay.
-            return self.upstream.with_changes(leading_lines=updated_node.leading_lines)
+            kept = _above(self.upstream) if self.keep_comments else []
+            return self.upstream.with_changes(leading_lines=[*kept, *updated_node.leading_lines])
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
@@ -1128,25 +1139,26 @@ class _Fill(cst.CSTTransformer):
         return updated_node
 
 
-def _fill(template: cst.CSTNode, upstream: cst.CSTNode) -> Any:
-    return template.visit(_Fill(upstream))
+def _fill(template: cst.CSTNode, upstream: cst.CSTNode, keep_comments: bool = False) -> Any:
+    return template.visit(_Fill(upstream, keep_comments))
 
 
-def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) -> Any:
+def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, upstream: cst.BaseStatement) -> Any:
     """The statements of `template`, `UPSTREAM` replaced by `upstream`; upstream's comment lines
-    above it move above the first (as `patchlib.fill` does)."""
-    out = [cast(cst.BaseStatement, _fill(t, upstream)) for t in template]
-    out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
+    above it move above the first (as `patchlib.fill` does), unless `keep_comments`."""
+    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments)) for t in template]
+    if not keep_comments:
+        out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)
 
 
-def _prepend(piece: Sequence[cst.BaseStatement], block: cst.IndentedBlock) -> cst.IndentedBlock:
+def _prepend(piece: Sequence[cst.BaseStatement], keep_comments: bool, block: cst.IndentedBlock) -> cst.IndentedBlock:
     """`block` with `piece` first (after a docstring); the comment lines above the statement
-    that was first move above the piece."""
+    that was first move above the piece (with `keep_comments`, they stay with it)."""
     body = block.body
     start = _docstring(body)
-    if start == len(body):
-        return block.with_changes(body=[*body, *piece])
+    if start == len(body) or keep_comments:
+        return block.with_changes(body=[*body[:start], *piece, *body[start:]])
     first = body[start]
     head = _leading(piece[0], [*_above(first), *_above(piece[0])])
     return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, []), *body[start + 1:]])

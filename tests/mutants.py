@@ -27,9 +27,7 @@ TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
-TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
-NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
@@ -41,7 +39,6 @@ MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
-FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -230,18 +227,6 @@ MUTANTS = [
         '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
     (
-        "torch-tree-leaf-shortcut: tuples are handed back unrebuilt, as nightly's rewrite does",
-        TORCH_TREE,
-        "    if _tree_is_leaf(structure):\n",
-        "    if _tree_is_leaf(structure) or type(structure) is tuple:\n",
-    ),
-    (
-        "torch-tree-leaf-shortcut: dict-like nodes (OrderedDict, TrackedDict) count as leaves",
-        TORCH_TREE,
-        "    if _tree_is_leaf(structure):\n",
-        "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
-    ),
-    (
         "torch-trainer-batch-size: the guard forgets tensor types registered as tree nodes",
         TRAINER_BATCH,
         "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
@@ -252,18 +237,6 @@ MUTANTS = [
         TRAINER_BATCH,
         "            if type(x) is torch.Tensor and not tree.is_nested(x)\n",
         "            if isinstance(x, torch.Tensor) and not tree.is_nested(x)\n",
-    ),
-    (
-        "torch-tree-node-type-fast-path: the node type read from __class__ (a mock's or proxy's claim)",
-        NODE_TYPE,
-        "        node_type = type(structure)\n",
-        "        node_type = structure.__class__\n",
-    ),
-    (
-        "torch-tree-node-type-fast-path: namedtuples and tuple subclasses take the fast path too",
-        NODE_TYPE,
-        "        if not issubclass(node_type, tuple):\n",
-        "        if True:\n",
     ),
     (
         "a single output is never given its computed mask",
@@ -404,18 +377,6 @@ MUTANTS = [
         "                not self._autocast or fast_state.get(\"autocast_scope\") is None\n"
         "            ):\n",
         "            if fast_state.get(\"stateless_scope\") is None:\n",
-    ),
-    (
-        "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",
-        FLAT_TREE,
-        "            if issubclass(item_type, tuple) or item_type in nodes:\n",
-        "            if item_type in nodes:\n",
-    ),
-    (
-        "torch-tree-flat-fast-paths: map_structure sorts a dict's keys (torch keeps insertion order)",
-        FLAT_TREE,
-        "            keys = list(structure.keys()) if kind is dict else None\n",
-        "            keys = sorted(structure.keys()) if kind is dict else None\n",
     ),
 ]
 

@@ -736,3 +736,22 @@ def test_the_command_alone_runs_verify() -> None:
     patch = declare(*WRAP.edits, verify=verify)
     with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
         patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))
+
+
+def test_keep_comments_leaves_upstream_comment_lines_with_their_statement() -> None:
+    # Default: the comment above the anchor (the first statement) moves above the inserted code.
+    moved = edited("        # find it\n", "        # find it\n        # forkgen: test-patch\n"
+                   '        self.lookups = getattr(self, "lookups", 0) + 1\n')
+    assert run(declare(InsertBefore(Anchor("Box.get", "found = __"), "count")), MODULE)[1] == moved
+    kept = edited("        # find it\n", "        # forkgen: test-patch\n"
+                  '        self.lookups = getattr(self, "lookups", 0) + 1\n        # find it\n')
+    for edit in (InsertBefore(Anchor("Box.get", "found = __"), "count", keep_comments=True),
+                 Prepend("Box.get", "count", keep_comments=True)):
+        patch = declare(edit)
+        assert run(patch, MODULE)[1] == kept and run(patch, kept)[0].present
+
+
+def test_an_unreported_prepend() -> None:
+    patch = declare(Prepend("Box.get", "fast", reported=False))
+    assert patch.check(sources(MODULE)).anchors == ()
+    assert run(patch, MODULE)[1] == PREPENDED

@@ -37,6 +37,9 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
   `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert;
   `rebinds` names what a piece binds that upstream's code binds there too (no clash).
+  `keep_comments=True` keeps upstream's comment lines above the anchor statement (for Prepend,
+  the function's first statement) with it, below the inserted code, instead of moving them
+  above; `Prepend(..., reported=False)` leaves the function out of the outcome's anchors.
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
@@ -334,6 +337,9 @@ class Edit:
     #: Names the piece binds that upstream's code binds there too (a Replace of `x = f(x)` by
     #: `x = g(x)`): no clash with the function's own use of them.
     rebinds: tuple[str, ...] = ()
+    #: Upstream's comment lines above the anchor statement (Prepend: the first statement) stay
+    #: with it, below the inserted code (default: they move above the inserted code).
+    keep_comments: bool = False
 
     #: How drift counts the anchors not yet edited and those already edited, and names one of
     #: the latter.
@@ -439,9 +445,11 @@ class Prepend(Edit):
     statement that was first."""
 
     def __init__(self, scope: str, piece: str, label: str | None = None, description: str | None = None,
-                 blank_lines: int = 0, *, path: str | None = None, reported: bool = True) -> None:
+                 blank_lines: int = 0, *, path: str | None = None, reported: bool = True,
+                 keep_comments: bool = False) -> None:
         super().__init__(Anchor(scope, "", description=description or f"first statement of {scope}", path=path,
-                                reported=reported), piece, label, blank_lines=blank_lines)
+                                reported=reported, name=f"{scope}: first statement"), piece, label,
+                         blank_lines=blank_lines, keep_comments=keep_comments)
 
     @property
     def name(self) -> str:
@@ -1116,11 +1124,11 @@ class DeclaredPatch(Patch):
                 extra |= ancestors(o.statement, o.node)
             elif isinstance(o.edit, Prepend):
                 block = cast(cst.FunctionDef, o.node).body
-                _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.blank_lines))
+                _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.blank_lines, o.edit.keep_comments))
                 targets.append(o.node)
                 extra.add(id(block))
             else:
-                _add(plan, o.node, functools.partial(_splice, compiled.template))
+                _add(plan, o.node, functools.partial(_splice, compiled.template, o.edit.keep_comments))
                 targets.append(o.node)
         return statement_ancestors(analysis.module, targets) | extra, plan
 
@@ -1175,16 +1183,18 @@ def _docstring(body: Sequence[cst.BaseStatement]) -> int:
 
 
 class _Fill(cst.CSTTransformer):
-    def __init__(self, upstream: cst.CSTNode) -> None:
+    def __init__(self, upstream: cst.CSTNode, keep_comments: bool = False) -> None:
         super().__init__()
         self.upstream = upstream
+        self.keep_comments = keep_comments
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
         if _is_placeholder_line(updated_node) and isinstance(self.upstream, cst.BaseStatement):
             # Upstream's statement, node for node; the template's comment lines above `UPSTREAM` stay.
-            return self.upstream.with_changes(leading_lines=updated_node.leading_lines)
+            kept = _above(self.upstream) if self.keep_comments else []
+            return self.upstream.with_changes(leading_lines=[*kept, *updated_node.leading_lines])
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
@@ -1193,8 +1203,8 @@ class _Fill(cst.CSTTransformer):
         return updated_node
 
 
-def _fill(template: cst.CSTNode, upstream: cst.CSTNode) -> Any:
-    return template.visit(_Fill(upstream))
+def _fill(template: cst.CSTNode, upstream: cst.CSTNode, keep_comments: bool = False) -> Any:
+    return template.visit(_Fill(upstream, keep_comments))
 
 
 def _fill_value(template: cst.CSTNode, upstream: cst.Arg) -> Any:
@@ -1202,24 +1212,29 @@ def _fill_value(template: cst.CSTNode, upstream: cst.Arg) -> Any:
     return upstream.with_changes(value=_fill(template, upstream.value))
 
 
-def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) -> Any:
+def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, upstream: cst.BaseStatement) -> Any:
     """The statements of `template`, `UPSTREAM` replaced by `upstream`; upstream's comment lines
-    above it move above the first (as `patchlib.fill` does)."""
-    out = [cast(cst.BaseStatement, _fill(t, upstream)) for t in template]
-    out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
+    above it move above the first (as `patchlib.fill` does), unless `keep_comments`."""
+    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments)) for t in template]
+    if not keep_comments:
+        out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)
 
 
-def _prepend(piece: Sequence[cst.BaseStatement], blank_lines: int, block: cst.IndentedBlock) -> cst.IndentedBlock:
+def _prepend(piece: Sequence[cst.BaseStatement], blank_lines: int, keep_comments: bool,
+             block: cst.IndentedBlock) -> cst.IndentedBlock:
     """`block` with `piece` first (after a docstring); the comment lines above the statement
-    that was first move above the piece, `blank_lines` blank lines take their place."""
+    that was first move above the piece (with `keep_comments`, they stay with it), and
+    `blank_lines` blank lines go between the piece and that statement."""
     body = block.body
     start = _docstring(body)
     if start == len(body):
         return block.with_changes(body=[*body, *piece])
     first = body[start]
-    head = _leading(piece[0], [*_above(first), *_above(piece[0])])
     blank = [cst.EmptyLine(indent=False)] * blank_lines
+    if keep_comments:
+        return block.with_changes(body=[*body[:start], *piece, _leading(first, [*blank, *_above(first)]), *body[start + 1:]])
+    head = _leading(piece[0], [*_above(first), *_above(piece[0])])
     return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, blank), *body[start + 1:]])
 
 

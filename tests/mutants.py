@@ -27,15 +27,12 @@ TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
-TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
-NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
-FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -224,30 +221,6 @@ MUTANTS = [
         '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
     (
-        "torch-tree-leaf-shortcut: tuples are handed back unrebuilt, as nightly's rewrite does",
-        TORCH_TREE,
-        "    if _tree_is_leaf(structure):\n",
-        "    if _tree_is_leaf(structure) or type(structure) is tuple:\n",
-    ),
-    (
-        "torch-tree-leaf-shortcut: dict-like nodes (OrderedDict, TrackedDict) count as leaves",
-        TORCH_TREE,
-        "    if _tree_is_leaf(structure):\n",
-        "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n",
-    ),
-    (
-        "torch-tree-node-type-fast-path: the node type read from __class__ (a mock's or proxy's claim)",
-        NODE_TYPE,
-        "        node_type = type(structure)\n",
-        "        node_type = structure.__class__\n",
-    ),
-    (
-        "torch-tree-node-type-fast-path: namedtuples and tuple subclasses take the fast path too",
-        NODE_TYPE,
-        "        if not issubclass(node_type, tuple):\n",
-        "        if True:\n",
-    ),
-    (
         "a single output is never given its computed mask",
         MASK_METADATA,
         "        flat_outputs = [outputs]\n",
@@ -312,18 +285,6 @@ MUTANTS = [
         ANY_SYMBOLIC,
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
         "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
-    ),
-    (
-        "torch-tree-flat-fast-paths: flatten takes namedtuples and tuple subclasses for leaves",
-        FLAT_TREE,
-        "            if issubclass(item_type, tuple) or item_type in nodes:\n",
-        "            if item_type in nodes:\n",
-    ),
-    (
-        "torch-tree-flat-fast-paths: map_structure sorts a dict's keys (torch keeps insertion order)",
-        FLAT_TREE,
-        "            keys = list(structure.keys()) if kind is dict else None\n",
-        "            keys = sorted(structure.keys()) if kind is dict else None\n",
     ),
 ]
 

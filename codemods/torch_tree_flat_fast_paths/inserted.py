@@ -69,6 +69,7 @@ def module_level():
                 return False
         return True
 
+
     _FORKGEN_FLAT_FAST_PATHS = _FORKGEN_NODE_TYPE_IS_TYPE and _forkgen_flat_nodes_are_torchs()
 
 

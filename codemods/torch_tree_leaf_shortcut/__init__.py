@@ -37,25 +37,37 @@ run-time state.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Prepend
+from codemods.patchlib import Headers
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import (
-    NAME,
-    TORCHTREE_PY,
-    AddLeafShortcutCommand,
-    Site,
-    analyze,
-    anchors,
-)
+TORCHTREE_PY = "keras/src/tree/torchtree_impl.py"
+FUNCTION = "_dict_to_ordered_dict"
+FLATTEN = "children, treedef = torch_tree.tree_flatten(structure, is_leaf=lambda x: x is not structure)"
+#: master after keras#23111 (in no release): `id()` in the lambda, after `structure_id = id(structure)`.
+MASTER = "structure_id = id(structure)\n" + FLATTEN.replace("x is not structure", "id(x) != structure_id")
+#: `return structure` for the single-leaf spec: what the short-cut stands for.
+SINGLE_LEAF = "if treedef.num_nodes == 1 and treedef.num_leaves == 1: return structure"
+#: `_tree_is_leaf`, which the piece calls, is torch's leaf test (what `tree_flatten` applies).
+TREE_IS_LEAF = Anchor("", """\
+def _tree_is_leaf(tree, is_leaf=None):
+    if is_leaf is not None and is_leaf(tree): return True
+    return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES""", name="def _tree_is_leaf", reported=False)
+NIGHTLY = f"{FUNCTION}_with_changed returns a leaf as it is (keras-nightly's shape)"
+FIRST_FORM = f"{FUNCTION} returns a leaf first (keras#23201's first form)"
 
 
-def _site(sources: Sources) -> Site:
-    return sources.analysed(NAME, TORCHTREE_PY, analyze)
+def _traverse_children(*forms: str) -> tuple[str, ...]:
+    """`traverse_children` in each form: the flatten, then the single-leaf test (forkgen's
+    short-cut, if in, above them)."""
+    return tuple(f"def traverse_children():\n{head}{form}\n{SINGLE_LEAF}\nelse: ___\n___".replace("\n", "\n    ")
+                 for form in forms for head in ("", "if __: return structure\n"))
 
 
-class TorchTreeLeafShortcut(Patch):
-    name = NAME
+TRAVERSE_CHILDREN = _traverse_children(FLATTEN, MASTER)
+
+
+class TorchTreeLeafShortcut(DeclaredPatch):
+    name = "torch-tree-leaf-shortcut"
     version = "1"
     headers = Headers(
         description="torch tree: _dict_to_ordered_dict returns a leaf as it is, without a one-level "
@@ -70,19 +82,30 @@ class TorchTreeLeafShortcut(Patch):
     # keras/src/tree/torchtree_impl.py first ships in 3.12.0 (3.0.0-3.11.3 use optree or dm-tree
     # on torch too); its _dict_to_ordered_dict is byte-identical in 3.12.0-3.15.1.
     since = "3.12.0"
-    codemods = (AddLeafShortcutCommand,)
-
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources)
-        if site.inner is None:
-            return Check(Outcome.UPSTREAM, site.upstream, anchors(site))
-        if site.ours:
-            return Check(Outcome.APPLIED, "the leaf short-cut is in (forkgen)", anchors(site), present=True)
-        return Check(Outcome.APPLIED, "return a leaf before traverse_children's tree_flatten", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        command = AddLeafShortcutCommand(CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY), _site(sources))
-        sources.replace(TORCHTREE_PY, command.transform_module(sources.module(TORCHTREE_PY)))
+    codemod = "AddLeafShortcutCommand"
+    #: The short-cut goes first in the nested `traverse_children`, above its one-level flatten.
+    edits = (Prepend(f"{FUNCTION}.traverse_children", "leaf_shortcut", reported=False, keep_comments=True),)
+    #: `structure` is the argument of the enclosing `_dict_to_ordered_dict`.
+    names = {"structure": f"the argument of {FUNCTION}, which encloses traverse_children"}
+    relies_on = (
+        Anchor(f"{FUNCTION}.traverse_children", FLATTEN, alternatives=(FLATTEN.replace("x is not structure", "id(x) != structure_id"),),
+               name="children, treedef = torch_tree.tree_flatten(structure, ...)",
+               description=f"in {FUNCTION}'s traverse_children: the round trip a leaf skips"),
+        Anchor("", f"def {FUNCTION}(structure): ___", name=f"def {FUNCTION}(structure)", reported=False),
+        Anchor(FUNCTION, TRAVERSE_CHILDREN[0], alternatives=TRAVERSE_CHILDREN[1:], reported=False,
+               name=f"traverse_children: the flatten (lambda x: x is not structure) then `{SINGLE_LEAF}`"),
+        TREE_IS_LEAF,
+    )
+    upstream_forms = False
+    upstream_shapes = (
+        (FIRST_FORM, (Anchor("", f"def {FUNCTION}(structure):\n    if _tree_is_leaf(structure): return structure\n    ___",
+                             name=f"def {FUNCTION}", description=FIRST_FORM),)),
+        (NIGHTLY, (Anchor("", f"def {FUNCTION}(___): ___", name=f"def {FUNCTION}", description=NIGHTLY),
+                   Anchor(f"{FUNCTION}_with_changed", "if __ is None: return structure, ___", reported=False))),
+    )
+    details = Details("return a leaf before traverse_children's tree_flatten", "the leaf short-cut is in (forkgen)",
+                      "upstream returns a leaf as it is")
 
 
 PATCH = TorchTreeLeafShortcut()
+AddLeafShortcutCommand = PATCH.command

@@ -44,25 +44,16 @@ such branch, so there is no "already upstream" shape). No switch: the gate decid
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
+from codemods.patchlib import Headers
+from codemods.torch_tree_leaf_shortcut import TORCHTREE_PY, TREE_IS_LEAF
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-from codemods.torch_tree_node_type_fast_path.add_fast_path import (
-    NAME,
-    TORCHTREE_PY,
-    AddNodeTypeFastPathCommand,
-    Site,
-    analyze,
-    anchors,
-)
+FLAG = "_FORKGEN_NODE_TYPE_IS_TYPE"
+UPSTREAM_LINE = "return not _tree_is_leaf(structure)"
 
 
-def _site(sources: Sources) -> Site:
-    return sources.analysed(NAME, TORCHTREE_PY, analyze)
-
-
-class TorchTreeNodeTypeFastPath(Patch):
-    name = NAME
+class TorchTreeNodeTypeFastPath(DeclaredPatch):
+    name = "torch-tree-node-type-fast-path"
     version = "1"
     headers = Headers(
         description="torch tree: is_nested answers type(x) in SUPPORTED_NODES for a non-tuple type, "
@@ -77,19 +68,26 @@ class TorchTreeNodeTypeFastPath(Patch):
     # keras/src/tree/torchtree_impl.py first ships in 3.12.0; is_nested/_tree_is_leaf are the
     # same in 3.12.0-3.15.1.
     since = "3.12.0"
-    codemods = (AddNodeTypeFastPathCommand,)
-
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources)
-        if site.ours:
-            return Check(Outcome.APPLIED, "the node-type fast path is in (forkgen)", anchors(site), present=True)
-        return Check(Outcome.APPLIED, "is_nested: type(x) in SUPPORTED_NODES for non-tuple types", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        command = AddNodeTypeFastPathCommand(
-            CodemodContext(filename=TORCHTREE_PY), sources.ast(TORCHTREE_PY), _site(sources)
-        )
-        sources.replace(TORCHTREE_PY, command.transform_module(sources.module(TORCHTREE_PY)))
+    codemod = "AddNodeTypeFastPathCommand"
+    #: The branch first in `is_nested`, above upstream's line; the gate (a function and the
+    #: flag) at module level right before `def is_nested`.
+    edits = (
+        Prepend("is_nested", "is_nested_fast_path", reported=False, keep_comments=True),
+        Helper(Anchor("", "def is_nested(___): ___", reported=False), "module_level", before=True),
+    )
+    #: `is_nested(structure)` is upstream's one line (below forkgen's branch, once in), and
+    #: `_tree_is_leaf` torch's leaf test: what the branch answers in its place.
+    relies_on = (
+        Anchor("", f"def is_nested(structure): {UPSTREAM_LINE}",
+               alternatives=(f"def is_nested(structure):\n    if {FLAG}: ___\n    {UPSTREAM_LINE}",),
+               name=f"def is_nested(structure): {UPSTREAM_LINE}",
+               description="non-tuple types answer with type(x) in SUPPORTED_NODES"),
+        TREE_IS_LEAF,
+    )
+    upstream_forms = False
+    details = Details("is_nested: type(x) in SUPPORTED_NODES for non-tuple types",
+                      "the node-type fast path is in (forkgen)", "upstream has the node-type fast path (no release does)")
 
 
 PATCH = TorchTreeNodeTypeFastPath()
+AddNodeTypeFastPathCommand = PATCH.command

@@ -42,6 +42,7 @@ def module_level():
                 return False
         return True
 
+
     _FORKGEN_NODE_TYPE_IS_TYPE = _forkgen_node_type_is_type()
 
 

@@ -810,3 +810,22 @@ def test_a_builtin_the_inserted_code_reads_may_be_required_unshadowed() -> None:
     assert drift(declare(size, unshadowed_builtins=True), shadowed) == (
         "pkg/mod.py:12: anchor 'len': expected the builtins size reads; found bound at module level")
     assert run(declare(size, unshadowed_builtins=True), MODULE)[0].outcome is Outcome.APPLIED
+
+
+def test_keep_comments_leaves_upstream_comment_lines_with_their_statement() -> None:
+    # Default: the comment above the anchor (the first statement) moves above the inserted code.
+    moved = edited("        # find it\n", "        # find it\n        # forkgen: test-patch\n"
+                   '        self.lookups = getattr(self, "lookups", 0) + 1\n')
+    assert run(declare(InsertBefore(Anchor("Box.get", "found = __"), "count")), MODULE)[1] == moved
+    kept = edited("        # find it\n", "        # forkgen: test-patch\n"
+                  '        self.lookups = getattr(self, "lookups", 0) + 1\n        # find it\n')
+    for edit in (InsertBefore(Anchor("Box.get", "found = __"), "count", keep_comments=True),
+                 Prepend("Box.get", "count", keep_comments=True)):
+        patch = declare(edit)
+        assert run(patch, MODULE)[1] == kept and run(patch, kept)[0].present
+
+
+def test_an_unreported_prepend() -> None:
+    patch = declare(Prepend("Box.get", "fast", reported=False))
+    assert patch.check(sources(MODULE)).anchors == ()
+    assert run(patch, MODULE)[1] == PREPENDED

@@ -1,191 +1,28 @@
-"""Patch torch-tree-leaf-shortcut (keras-team/keras#23201's leaf short-cut) on synthetic torch
-tree modules."""
+"""Patch torch-tree-leaf-shortcut (keras-team/keras#23201's leaf short-cut): what its cases
+(codemods/torch_tree_leaf_shortcut/cases.py) cannot say, the synthetic upstream and patched
+modules executed side by side."""
 
 from __future__ import annotations
 
-import textwrap
 from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import libcst.matchers as m
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
 from codemods.patchlib import AnchorDrift, Outcome, Sources
-from codemods.torch_tree_leaf_shortcut import PATCH, AddLeafShortcutCommand
-from codemods.torch_tree_leaf_shortcut.add_leaf_shortcut import LEAF_SHORTCUT, pieces
+from codemods.torch_tree_leaf_shortcut import PATCH
 from tests.support import synthetic_torch_tree_leaf_shortcut as synthetic
-from tests.support.synthetic import assert_applies_once, load_module
+from tests.support.synthetic import load_module
 
 TORCHTREE = "keras/src/tree/torchtree_impl.py"
-MARK = "        # forkgen: torch-tree-leaf-shortcut (keras#23201: a leaf would flatten to itself alone)\n"
-SHORTCUT = MARK + "        if _tree_is_leaf(structure):\n            return structure\n"
-
-HELPER = textwrap.dedent(
-    """\
-    def _tree_is_leaf(tree, is_leaf=None):
-        if is_leaf is not None and is_leaf(tree):
-            return True
-        return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES
 
 
-    """
-)
-BEFORE = HELPER + textwrap.dedent(
-    """\
-    def _dict_to_ordered_dict(structure):
-        def func(x):
-            if type(x) is dict:
-                return {k: x[k] for k in sorted(x)}
-            return None
-
-        def traverse_children():
-            children, treedef = torch_tree.tree_flatten(
-                structure,
-                is_leaf=lambda x: x is not structure,
-            )
-            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-                return structure
-            else:
-                return torch_tree.tree_unflatten(
-                    [_dict_to_ordered_dict(c) for c in children], treedef
-                )
-
-        ret = func(structure)
-        if ret is None:
-            return traverse_children()
-        return ret
-    """
-)
-FIRST = "        children, treedef = torch_tree.tree_flatten(\n"
-AFTER = BEFORE.replace(FIRST, SHORTCUT + FIRST)
-# master after keras#23111 (no release): `id()` in the lambda, after `structure_id = id(structure)`.
-MASTER_BEFORE = BEFORE.replace(FIRST, "        structure_id = id(structure)\n" + FIRST).replace(
-    "is_leaf=lambda x: x is not structure,", "is_leaf=lambda x: id(x) != structure_id,"
-)
-MASTER_AFTER = MASTER_BEFORE.replace("        structure_id = id(structure)\n", SHORTCUT + "        structure_id = id(structure)\n")
-# keras-nightly's shape (#23201 as merged): a helper returns a leaf with `changed=False`.
-NIGHTLY = HELPER + textwrap.dedent(
-    """\
-    def _dict_to_ordered_dict(structure):
-        return _dict_to_ordered_dict_with_changed(structure)[0]
-
-
-    def _dict_to_ordered_dict_with_changed(structure):
-        if type(structure) is dict:
-            return {k: structure[k] for k in sorted(structure)}, True
-        node_def = torch_tree.SUPPORTED_NODES.get(torch_tree._get_node_type(structure))
-        if node_def is None:
-            return structure, False
-        return structure, False
-    """
-)
-# The form the PR first proposed: the short-cut heads _dict_to_ordered_dict itself.
-FIRST_FORM = BEFORE.replace(
-    "def _dict_to_ordered_dict(structure):\n",
-    "def _dict_to_ordered_dict(structure):\n    if _tree_is_leaf(structure):\n        return structure\n\n",
-)
-
-
-def check(source: str) -> Any:
-    return PATCH.check(Sources(lambda p: source if p == TORCHTREE else None))
-
-
-class TestAddLeafShortcut(CodemodTest):
-    TRANSFORM = AddLeafShortcutCommand
-
-    def test_inserts_the_shortcut_above_the_flatten(self) -> None:
-        self.assertCodemod(BEFORE, AFTER)
-
-    def test_master_shape_with_id(self) -> None:
-        self.assertCodemod(MASTER_BEFORE, MASTER_AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-        self.assertCodemod(MASTER_AFTER, MASTER_AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shapes(self) -> None:
-        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
-        self.assertCodemod(FIRST_FORM, FIRST_FORM, expected_skip=True)
-
-    def test_traverse_and_other_functions_are_not_touched(self) -> None:
-        # The same nested shape in another function (3.15.1's `traverse` has one) stays as it is.
-        other = BEFORE.replace("def _dict_to_ordered_dict(structure):", "def traverse(structure):", 1)
-        source = other + "\n\n" + BEFORE.split("\n\n\n", 1)[1]
-        self.assertCodemod(source, other + "\n\n" + AFTER.split("\n\n\n", 1)[1])
-
-
-def test_outcomes_and_anchor_lines() -> None:
-    before = check(BEFORE)
-    assert before.outcome is Outcome.APPLIED and not before.present
-    assert [(a.name, a.line) for a in before.anchors] == [
-        ("children, treedef = torch_tree.tree_flatten(structure, ...)", 14)
-    ]
-    assert check(MASTER_BEFORE).anchors[0].line == 15
-    for source in (AFTER, MASTER_AFTER):
-        present = check(source)
-        assert present.outcome is Outcome.APPLIED and present.present
-    # forkgen's piece is known by its marker, whatever its test (as in a mutant's build).
-    mutated = AFTER.replace("if _tree_is_leaf(structure):", "if _tree_is_leaf(structure) or type(structure) is tuple:")
-    assert check(mutated).present
-    nightly = check(NIGHTLY)
-    assert nightly.outcome is Outcome.UPSTREAM and "_dict_to_ordered_dict_with_changed" in nightly.detail
-    assert nightly.anchors[0].line == 7
-    first = check(FIRST_FORM)
-    assert first.outcome is Outcome.UPSTREAM and "first form" in first.detail
-
-
-def test_apply_then_check_again_is_present_and_byte_identical() -> None:
-    assert_applies_once(PATCH, TORCHTREE, BEFORE, AFTER)
-
-
-def test_the_template_is_one_marked_shortcut() -> None:
-    (piece,) = pieces()
-    assert "# forkgen: torch-tree-leaf-shortcut" in MARK and "_tree_is_leaf(structure)" in SHORTCUT
+def test_since_and_files() -> None:
     assert PATCH.since == "3.12.0" and PATCH.files == (TORCHTREE,)
-    assert piece.leading_lines[-1].comment is not None
-    assert piece.leading_lines[-1].comment.value == MARK.strip()
-    assert m.matches(piece, LEAF_SHORTCUT)
-
-
-@pytest.mark.parametrize(
-    ("source", "anchor", "found", "line"),
-    [
-        (BEFORE.replace("def _dict_to_ordered_dict(", "def _dict_to_sorted(", 1),
-         "_dict_to_ordered_dict", "found 0", 1),
-        (BEFORE.replace("_dict_to_ordered_dict(structure):", "_dict_to_ordered_dict(structure, top=True):", 1),
-         "def _dict_to_ordered_dict", "another signature", 7),
-        (BEFORE.replace("    def traverse_children():", "    def visit_children():"),
-         "def traverse_children", "found neither", 7),
-        (BEFORE.replace("    ret = func(structure)\n",
-                        "    def traverse_children():\n        pass\n\n    ret = func(structure)\n"),
-         "def traverse_children", "found 2", 7),
-        (BEFORE.replace("is_leaf=lambda x: x is not structure,", "is_leaf=lambda x: x is structure,"),
-         "children, treedef = torch_tree.tree_flatten(structure, ...)", "found another statement", 14),
-        (BEFORE.replace("is_leaf=lambda x: x is not structure,", "is_leaf=lambda x: id(x) != structure_id,"),
-         "children, treedef = torch_tree.tree_flatten(structure, ...)", "`lambda x: x is not structure`", 14),
-        (BEFORE.replace(FIRST, "        structure = list(structure)\n" + FIRST),
-         "children, treedef = torch_tree.tree_flatten(structure, ...)", "found another statement", 14),
-        (BEFORE.replace("treedef.num_leaves == 1", "treedef.num_leaves == 0"),
-         "if treedef.num_nodes == 1 and treedef.num_leaves == 1:", "found another statement", 18),
-        (BEFORE.replace(FIRST, SHORTCUT.replace(MARK, "") + FIRST),
-         "if _tree_is_leaf(structure):", "forkgen's marker above it", 14),
-        (BEFORE.replace("not in torch_tree.SUPPORTED_NODES", "in torch_tree.LEAF_TYPES"),
-         "def _tree_is_leaf", "another body or signature", 1),
-        (BEFORE.replace("def _tree_is_leaf(", "def _is_leaf(", 1), "_tree_is_leaf", "found 0", 1),
-    ],
-    ids=["no function", "signature", "no traverse_children", "two traverse_children", "lambda", "id lambda alone",
-         "statement before the flatten", "single-leaf test", "unmarked shortcut", "helper body", "no helper"],
-)
-def test_drift(source: str, anchor: str, found: str, line: int) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert caught.value.anchor == anchor and found in str(caught.value)
-    assert (caught.value.path, caught.value.line) == (TORCHTREE, line)
 
 
 def test_a_tree_without_the_torch_tree_is_drift() -> None:

@@ -26,7 +26,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   count 0 for one that must be absent, `reported=False` for one left out of the outcome's
   anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
   (anchors the patch needs but does not edit: checked, and reported after the edits'),
-  `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
+  `upstream_forms = False` (an unmarked applied form is drift, not upstream's), `report_paths`
+  (the anchors of the patch's first file are reported with their file too),
   `names` (names the inserted code uses that the patch binds itself, with how), `moved` (a
   declared file -> where some releases have it instead: a tree with only that one is read,
   edited and reported there), `unshadowed_builtins` (a builtin the inserted code reads, bound
@@ -58,6 +59,11 @@ wildcards stand for code that may be anything:
     ___       any number of them, where a sequence goes: `f(___)`, `[___]`, a body `___`
     __name    like `__`, and kept under `name` in the match's captures (two underscores and a
               lower-case name that does not end with two underscores: dunders are plain names)
+
+A pattern of several statements matches a run of consecutive statements of one block (the
+anchor's line is its first's); a `Replace` takes the place of them all (its piece has no
+`UPSTREAM` then). A piece may use the anchor's metavariables: each `__name` in it is the code the
+anchor captured there, node for node (in the applied form, any code).
 
 A header a pattern leaves out matches anything: `def f(___): ___` matches any decorators and
 return annotation, `class C: ___` any bases. An `else:` it leaves out means no `else`. A body on
@@ -165,16 +171,20 @@ class _Compiler:
     """Source nodes to libcst matchers: every field but layout, wildcards (in patterns) and the
     `UPSTREAM` placeholder (in templates) replaced by what they stand for."""
 
-    def __init__(self, wildcards: bool, placeholder: Any = None) -> None:
+    def __init__(self, wildcards: bool, placeholder: Any = None, metavariables: Iterable[str] = ()) -> None:
         self.wildcards = wildcards
         self.placeholder = placeholder
         self.captures: list[str] = []
+        #: In a template: the anchor's `__name`s, which stand for the code it captured.
+        self.metavariables = frozenset(f"__{name}" for name in metavariables)
 
     def node(self, node: cst.CSTNode) -> Any:
         if self.placeholder is not None and (
             _is_placeholder_line(node) or isinstance(node, cst.Name) and node.value == PLACEHOLDER
         ):
             return self.placeholder
+        if isinstance(node, cst.Name) and node.value in self.metavariables:
+            return m.DoNotCare()
         if isinstance(node, cst.SimpleStatementSuite) and self.wildcards:
             # `if a: x` in a pattern is also `if a:` and `x` on the next line; `if a: ___`, any body.
             if [_wildcard(s) for s in node.body] == [MANY]:
@@ -238,6 +248,8 @@ class Pattern:
     #: The libcst node type it matches (a cheap test before the matcher's; "": several).
     kind: str
     captures: tuple[str, ...]
+    #: A pattern of several statements: the matchers of those after the first.
+    following: tuple[Any, ...] = ()
 
     def match(self, node: cst.CSTNode) -> Mapping[str, cst.CSTNode] | None:
         """The captures when `node` matches (empty without metavariables), else None."""
@@ -247,6 +259,18 @@ class Pattern:
             return {} if m.matches(node, self.matcher) else None
         found = m.extract(node, self.matcher)
         return None if found is None else {k: cast(cst.CSTNode, v) for k, v in found.items()}
+
+    def match_run(self, block: Sequence[cst.CSTNode], i: int) -> Mapping[str, cst.CSTNode] | None:
+        """The captures when the statements of `block` from `i` on match (every statement of a
+        pattern of several), else None."""
+        run = block[i:i + 1 + len(self.following)]
+        captures = self.match(run[0]) if len(run) == 1 + len(self.following) else None
+        for node, matcher in zip(run[1:], self.following, strict=True):
+            found = m.extract(node, matcher) if captures is not None else None
+            if captures is None or found is None:
+                return None
+            captures = {**captures, **cast(Mapping[str, cst.CSTNode], found)}
+        return captures
 
 
 #: An expression pattern that is a keyword argument (`name=...`, not `name==...`).
@@ -258,16 +282,21 @@ def compile_pattern(source: str, expression: bool = False) -> Pattern:
     """`source` (a statement, or with `expression` an expression) compiled to a matcher."""
     text = textwrap.dedent(source).strip()
     node: cst.CSTNode
+    body: Sequence[cst.BaseStatement] = ()
     if expression and _KEYWORD.match(text):
         # A keyword argument, `name=<expression>`: the argument of a call.
         node = cst.ensure_type(cst.parse_expression(f"f({text})"), cst.Call).args[0]
+    elif expression:
+        node = cst.parse_expression(text)
     else:
-        node = cst.parse_expression(text) if expression else cst.parse_statement(text)
+        body = cst.parse_module(text).body
+        node = body[0] if len(body) > 1 else cst.parse_statement(text)
     compiler = _Compiler(wildcards=True)
     matcher = compiler.node(node)
     if not isinstance(matcher, m.BaseMatcherNode) or _wildcard(node):
         raise ValueError(f"pattern {source!r} is a wildcard alone: it would match anything")
-    return Pattern(text, matcher, type(node).__name__, tuple(compiler.captures))
+    following = tuple(compiler.item(s) for s in body[1:])
+    return Pattern(text, matcher, type(node).__name__, tuple(compiler.captures), following)
 
 
 @functools.cache
@@ -276,6 +305,8 @@ def compile_either(sources: tuple[str, ...], expression: bool = False) -> Patter
     first, *others = (compile_pattern(s, expression) for s in sources)
     if any(o.captures != first.captures for o in others):
         raise ValueError(f"alternatives of {first.source!r} capture other names")
+    if others and any(p.following for p in (first, *others)):
+        raise ValueError(f"a pattern of several statements has no alternatives: {first.source!r}")
     kind = first.kind if all(o.kind == first.kind for o in others) else ""
     return Pattern(first.source, m.OneOf(first.matcher, *(o.matcher for o in others)), kind,
                    first.captures) if others else first
@@ -578,6 +609,8 @@ class Occurrence:
     #: The anchor's scope (the module, a class or a function).
     scope: cst.CSTNode | None = None
     captures: Mapping[str, cst.CSTNode] = field(default_factory=dict)
+    #: TODO, for a pattern of several statements: the statements after the anchor's first.
+    following: tuple[cst.CSTNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -645,6 +678,24 @@ def _in_scope(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from statements(scope.body)
     else:
         yield from _direct(scope)
+
+
+def _statement_hits(scope: cst.CSTNode, pattern: Pattern) -> Iterator[
+        tuple[cst.CSTNode, Mapping[str, cst.CSTNode], tuple[cst.CSTNode, ...]]]:
+    """Each statement of `scope` matching `pattern`, its captures and (a pattern of several
+    statements: a run of consecutive ones in one block) the statements after it in the run."""
+    if not pattern.following:
+        for statement in _in_scope(scope):
+            captures = pattern.match(statement)
+            if captures is not None:
+                yield statement, captures, ()
+        return
+    n = len(pattern.following)
+    for block in _blocks(scope):
+        for i in range(len(block) - n):
+            captures = pattern.match_run(block, i)
+            if captures is not None:
+                yield block[i], captures, tuple(block[i + 1:i + 1 + n])
 
 
 def _blocks(scope: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
@@ -765,7 +816,7 @@ class _Compiled:
 
 #: What `DeclaredPatch._find` gives: the anchors (node, captures, statement holding an
 #: expression) and the applied forms (their statements, forkgen's?, statement holding one).
-_Anchors = list[tuple[cst.CSTNode, Mapping[str, cst.CSTNode], cst.CSTNode | None]]
+_Anchors = list[tuple[cst.CSTNode, Mapping[str, cst.CSTNode], cst.CSTNode | None, tuple[cst.CSTNode, ...]]]
 _Applied = list[tuple[list[cst.CSTNode], bool, cst.CSTNode | None]]
 
 
@@ -790,6 +841,9 @@ class DeclaredPatch(Patch):
     names: ClassVar[Mapping[str, str]] = {}
     #: A builtin the inserted code reads, bound at module level of its file, is drift.
     unshadowed_builtins: ClassVar[bool] = False
+    #: The reports of the edits' anchors name their file, the patch's first file too (default:
+    #: only the others).
+    report_paths: ClassVar[bool] = False
     #: The template module beside the declaration, or its text (`template_source`).
     template: ClassVar[str] = "inserted.py"
     template_source: ClassVar[str | None] = None
@@ -837,7 +891,7 @@ class DeclaredPatch(Patch):
         if anchor.expression:
             hits = [n for s in _in_scope(scope) for n in _expressions(s) if anchor.compiled.match(n) is not None]
         else:
-            hits = [s for s in _in_scope(scope) if anchor.compiled.match(s) is not None]
+            hits = [s for s, _, _ in _statement_hits(scope, anchor.compiled)]
         at = lines(module, hits)
         return [(n, at[id(n)]) for n in hits]
 
@@ -884,7 +938,7 @@ class DeclaredPatch(Patch):
                 got = f"{len(bare)} {words[0]} and {len(applied)} {words[1]}" if edit.words or applied else f"{len(bare)}"
                 source = edit.anchor.title
                 raise AnchorDrift(shown, line, source, f"exactly {_count(expected)} `{source}` {edit.anchor.where}", got)
-            occurrences += [Occurrence(edit, State.TODO, n, at[id(n)], s, scope, c) for n, c, s in bare]
+            occurrences += [Occurrence(edit, State.TODO, n, at[id(n)], s, scope, c, f) for n, c, s, f in bare]
             for (form, ours, statement), ids in zip(applied, within, strict=True):
                 inner = [a for a in anchors if id(a[0]) in ids]
                 line = at[id(inner[0][0])] if inner and not edit.form_line else at[id(form[0])]
@@ -912,7 +966,7 @@ class DeclaredPatch(Patch):
             if len(form) == len(matchers) and all(m.matches(s, x) for s, x in zip(form, matchers, strict=True)):
                 applied.append((list[cst.CSTNode](form), tag in module.code_for_node(form[0]), None))
             else:
-                anchors.append((scope, {}, None))
+                anchors.append((scope, {}, None, ()))
             return anchors, applied
         pattern = edit.anchor.compiled
         if isinstance(edit, ReplaceExpression):
@@ -920,14 +974,11 @@ class DeclaredPatch(Patch):
                 for node in _expressions(statement):
                     captures = pattern.match(node)
                     if captures is not None:
-                        anchors.append((node, captures, statement))
+                        anchors.append((node, captures, statement, ()))
                     elif type(node).__name__ == kinds[0] and m.matches(node, matchers[0]):
                         applied.append(([node], tag in module.code_for_node(statement), statement))
             return anchors, applied
-        for statement in _in_scope(scope):
-            captures = pattern.match(statement)
-            if captures is not None:
-                anchors.append((statement, captures, None))
+        anchors += [(statement, captures, None, following) for statement, captures, following in _statement_hits(scope, pattern)]
         k = len(matchers)
         for block in _blocks(scope):
             for i in range(len(block) - k + 1):
@@ -1001,7 +1052,7 @@ class DeclaredPatch(Patch):
         edit = occurrence.edit
         name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
         return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
-                            self._shown(edit.anchor, analysis.path))
+                            self._shown(edit.anchor, analysis.path) or (analysis.path if self.report_paths else ""))
 
     def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:
         """The detail and reports of the first upstream shape whose patterns are each found their
@@ -1078,6 +1129,8 @@ class DeclaredPatch(Patch):
                 if shadowed:
                     raise AnchorDrift(analysis.shown, o.line, ", ".join(shadowed),
                                       f"the builtins {o.edit.piece} reads", "bound at module level")
+            if not isinstance(o.edit, Prepend):
+                free -= {f"__{c}" for c in o.edit.anchor.compiled.captures}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
                 if free or bound:
@@ -1118,7 +1171,7 @@ class DeclaredPatch(Patch):
             if isinstance(o.edit, ReplaceExpression):
                 assert o.statement is not None and compiled.expression is not None
                 fill = _fill_value if isinstance(o.node, cst.Arg) else _fill
-                _add(plan, o.node, functools.partial(fill, compiled.expression))
+                _add(plan, o.node, functools.partial(fill, compiled.expression, captures=o.captures))
                 _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
                 extra |= ancestors(o.statement, o.node)
@@ -1128,8 +1181,11 @@ class DeclaredPatch(Patch):
                 targets.append(o.node)
                 extra.add(id(block))
             else:
-                _add(plan, o.node, functools.partial(_splice, compiled.template, o.edit.keep_comments))
+                _add(plan, o.node, functools.partial(_splice, compiled.template, o.edit.keep_comments,
+                                                     captures=o.captures))
                 targets.append(o.node)
+                for statement in o.following:  # the rest of a pattern of several statements
+                    _add(plan, statement, lambda _: cst.RemovalSentinel.REMOVE)
         return statement_ancestors(analysis.module, targets) | extra, plan
 
 
@@ -1158,13 +1214,16 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
             args = [n for n in walk(small.value) if isinstance(n, cst.Arg) and m.matches(n, m.Arg(keyword=anchor.keyword))]
             if len(args) != 1:
                 raise ValueError(f"{patch.name}: {edit.piece}: no one keyword argument to take the anchor's place")
-            value = _Compiler(False, anchor.value).node(args[0].value)
+            value = _Compiler(False, anchor.value, edit.anchor.compiled.captures).node(args[0].value)
             return _Compiled(piece, piece, (m.Arg(keyword=anchor.keyword, value=value),), ("Arg",), args[0].value)
-        matcher = _Compiler(False, anchor).node(small.value)
+        matcher = _Compiler(False, anchor, edit.anchor.compiled.captures).node(small.value)
         return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
+    pattern = None if isinstance(edit, Prepend) else edit.anchor.compiled
+    if pattern and pattern.following and (not isinstance(edit, Replace) or _placeholders(piece)):
+        raise ValueError(f"{patch.name}: {edit.piece}: a pattern of several statements is replaced, without `{PLACEHOLDER}`")
     template = tuple(edit.template(piece))
-    placeholder = None if isinstance(edit, Prepend) else edit.anchor.compiled.matcher
-    matchers = tuple(_Compiler(False, placeholder).item(s) for s in template)
+    matchers = tuple(_Compiler(False, pattern and pattern.matcher, pattern.captures if pattern else ()).item(s)
+                     for s in template)
     return _Compiled(piece, template, matchers, tuple(_seq_kind(x) for x in matchers))
 
 
@@ -1183,10 +1242,12 @@ def _docstring(body: Sequence[cst.BaseStatement]) -> int:
 
 
 class _Fill(cst.CSTTransformer):
-    def __init__(self, upstream: cst.CSTNode, keep_comments: bool = False) -> None:
+    def __init__(self, upstream: cst.CSTNode, keep_comments: bool = False,
+                 captures: Mapping[str, cst.CSTNode] | None = None) -> None:
         super().__init__()
         self.upstream = upstream
         self.keep_comments = keep_comments
+        self.captures = {f"__{name}": node for name, node in (captures or {}).items()}
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -1200,22 +1261,25 @@ class _Fill(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if isinstance(self.upstream, cst.BaseExpression) and updated_node.value == PLACEHOLDER:
             return self.upstream
-        return updated_node
+        return cast(cst.BaseExpression, self.captures.get(updated_node.value, updated_node))
 
 
-def _fill(template: cst.CSTNode, upstream: cst.CSTNode, keep_comments: bool = False) -> Any:
-    return template.visit(_Fill(upstream, keep_comments))
+def _fill(template: cst.CSTNode, upstream: cst.CSTNode, keep_comments: bool = False,
+          captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
+    return template.visit(_Fill(upstream, keep_comments, captures))
 
 
-def _fill_value(template: cst.CSTNode, upstream: cst.Arg) -> Any:
+def _fill_value(template: cst.CSTNode, upstream: cst.Arg, captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
     """A keyword argument anchor: its value takes the template's place (`UPSTREAM`: its value)."""
-    return upstream.with_changes(value=_fill(template, upstream.value))
+    return upstream.with_changes(value=_fill(template, upstream.value, captures=captures))
 
 
-def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, upstream: cst.BaseStatement) -> Any:
-    """The statements of `template`, `UPSTREAM` replaced by `upstream`; upstream's comment lines
-    above it move above the first (as `patchlib.fill` does), unless `keep_comments`."""
-    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments)) for t in template]
+def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, upstream: cst.BaseStatement,
+            captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
+    """The statements of `template`, `UPSTREAM` replaced by `upstream` and the anchor's `__name`s
+    by what it captured; upstream's comment lines above it move above the first (as
+    `patchlib.fill` does), unless `keep_comments`."""
+    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments, captures)) for t in template]
     if not keep_comments:
         out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)

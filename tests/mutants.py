@@ -26,7 +26,6 @@ RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
-ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
@@ -207,18 +206,6 @@ MUTANTS = [
         NAME_SCOPE,
         '    if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
         '    if backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-    ),
-    (
-        "operation-call-error-info: the arguments described are those of call(), not of the function called",
-        ERROR_INFO,
-        "            e, call_fn, args, kwargs, object_name=OBJECT_NAME\n",
-        "            e, self.call, args, kwargs, object_name=OBJECT_NAME\n",
-    ),
-    (
-        "operation-call-error-info: a falsy flag no longer counts as described",
-        ERROR_INFO,
-        '    if hasattr(e, "_keras_call_info_injected"):\n',
-        '    if getattr(e, "_keras_call_info_injected", False):\n',
     ),
     (
         "a single output is never given its computed mask",

@@ -23,35 +23,39 @@ No kill switch: the equivalence does not depend on runtime state.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Replace
+from codemods.patchlib import Headers
 
-from codemods.operation_call_error_info.error_path import (
-    CORE_PY,
-    NAME,
-    OPERATION_PY,
-    SITES,
-    TRACEBACK_UTILS_PY,
-    AddErrorPathHelperCommand,
-    CallErrorPathCommand,
-    Helper,
-    Site,
-    analyze_helper,
-    analyze_site,
-    anchors,
-)
-from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Patch, Sources
-
-
-def _site(sources: Sources, path: str) -> Site:
-    return sources.analysed(NAME, path, analyze_site)
+TRACEBACK_UTILS_PY = "keras/src/utils/traceback_utils.py"
+OPERATION_PY = "keras/src/ops/operation.py"
+CORE_PY = "keras/src/ops/core.py"
+#: The two methods that wrap their call_fn, by file (same in Keras 3.0.0-3.15.1).
+SITES = {OPERATION_PY: "Operation.__call__", CORE_PY: "Cond.__call__"}
+WRAPPER = "inject_argument_info_in_traceback"
+#: The wrapped call: exactly these two arguments (the helper gets the same `fn` and
+#: `object_name`), then the call itself, which stays in `try:`.
+WRAP = f"""call_fn = traceback_utils.{WRAPPER}(call_fn, object_name=__object_name)
+return call_fn(*args, **kwargs)"""
+#: The wrapper re-checks the filtering flag and calls plainly when it is off; the `try` has no
+#: such check, so the pair must sit in the branch where the flag is known to be on (all 3.x).
+FILTERING = "if traceback_utils.is_traceback_filtering_enabled():\n    ___\n    {}"
+OURS = "try: return call_fn(*args, **kwargs)\nexcept Exception as e: traceback_utils.raise_with_argument_info(___)"
 
 
-def _helper(sources: Sources) -> Helper:
-    return sources.analysed(NAME, TRACEBACK_UTILS_PY, analyze_helper)
+def _site(path: str, qualname: str) -> tuple[Anchor, ...]:
+    """The anchors the call site relies on: its pair (or forkgen's `try`) in the filtering
+    branch, and no other use of the wrapper there (forkgen's helper call in its place)."""
+    return (
+        Anchor(qualname, FILTERING.format(WRAP.replace("\n", "\n    ").replace("__object_name", "__")), path=path, name=f"{qualname}: filtering branch",
+               alternatives=(FILTERING.format(OURS.replace("\n", "\n    ").replace(": t", ":\n        t")),),
+               reported=False),
+        Anchor(qualname, f"traceback_utils.{WRAPPER}(___)", expression=True, path=path, reported=False,
+               alternatives=("traceback_utils.raise_with_argument_info(___)",)),
+    )
 
 
-class OperationCallErrorInfo(Patch):
-    name = NAME
+class OperationCallErrorInfo(DeclaredPatch):
+    name = "operation-call-error-info"
     version = "1"
     headers = Headers(
         description=(
@@ -67,42 +71,27 @@ class OperationCallErrorInfo(Patch):
         last_update="2026-12-01",
     )
     files = (TRACEBACK_UTILS_PY, OPERATION_PY, CORE_PY)
-    codemods = (AddErrorPathHelperCommand, CallErrorPathCommand)
-
-    def check(self, sources: Sources) -> Check:
-        sites = [_site(sources, path) for path in SITES]
-        shapes = {s.shape for s in sites}
-        if shapes == {"upstream"}:
-            return Check(
-                Outcome.UPSTREAM,
-                "Operation.__call__ and Cond.__call__ call in try, with traceback_utils."
-                "inject_argument_info_in_error in except",
-                anchors(None, sites),
-            )
-        helper = _helper(sources)
-        found = anchors(helper, sites)
-        if shapes == {"fresh"} and not helper.present:
-            return Check(Outcome.APPLIED, "call in try in Operation.__call__ and Cond.__call__", found)
-        if shapes == {"ours"} and helper.present:
-            return Check(Outcome.APPLIED, "call in try in Operation.__call__ and Cond.__call__", found, True)
-        # Only forkgen writes these, and all three at once: a mix is not a tree it made.
-        state = ", ".join(f"{s.qualname} {s.shape}" for s in sites)
-        raise AnchorDrift(
-            TRACEBACK_UTILS_PY, helper.line, "the three pieces",
-            "all three upstream 3.x, all three forkgen's, or nightly's call sites",
-            f"{state}, helper {'present' if helper.present else 'absent'}",
-        )
-
-    def apply(self, sources: Sources) -> None:
-        # The check's analyses, taken before any file is replaced (each is of one file, which
-        # only its own command rewrites).
-        helper = AddErrorPathHelperCommand(CodemodContext(filename=TRACEBACK_UTILS_PY), _helper(sources))
-        sites = {path: _site(sources, path) for path in SITES}
-        sources.replace(TRACEBACK_UTILS_PY, helper.transform_module(sources.module(TRACEBACK_UTILS_PY)))
-        for path in SITES:
-            # The shared `ast` of the same text gives the line numbers: no second parse.
-            command = CallErrorPathCommand(CodemodContext(filename=path), sources.ast(path), sites[path])
-            sources.replace(path, command.transform_module(sources.module(path)))
+    edits = (
+        Helper(Anchor("", f"def {WRAPPER}(___): ___", path=TRACEBACK_UTILS_PY, name=f"def {WRAPPER}",
+                      description="raise_with_argument_info goes after it"), "helper"),
+        *(Replace(Anchor(q, WRAP, path=p, name=f"{q}: {WRAPPER}", description="call in try (fresh)"), "call_site")
+          for p, q in SITES.items()),
+    )
+    relies_on = tuple(a for p, q in SITES.items() for a in _site(p, q))
+    #: keras-nightly (#23183 as merged): the call in `try:`, `except Exception as e:` hands `e`
+    #: to `traceback_utils.inject_argument_info_in_error`; the wrapper is gone.
+    upstream_patterns = tuple(a for p, q in SITES.items() for a in (
+        Anchor(q, "traceback_utils.inject_argument_info_in_error(___)", expression=True, path=p,
+               name=f"{q}: {WRAPPER}", description="call in try (upstream)"),
+        Anchor(q, f"traceback_utils.{WRAPPER}(___)", 0, expression=True, path=p, reported=False)))
+    report_paths = True
+    details = Details(
+        apply="call in try in Operation.__call__ and Cond.__call__",
+        present="call in try in Operation.__call__ and Cond.__call__",
+        upstream="Operation.__call__ and Cond.__call__ call in try, with traceback_utils.inject_argument_info_in_error "
+        "in except",
+    )
 
 
 PATCH = OperationCallErrorInfo()
+OperationCallErrorInfoCommand = PATCH.command

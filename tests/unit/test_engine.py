@@ -829,3 +829,34 @@ def test_an_unreported_prepend() -> None:
     patch = declare(Prepend("Box.get", "fast", reported=False))
     assert patch.check(sources(MODULE)).anchors == ()
     assert run(patch, MODULE)[1] == PREPENDED
+
+
+# -- a pattern of several statements, metavariables in a piece, reports naming every file ----------
+
+RUN_TEMPLATE = textwrap.dedent(
+    '''\
+    def guarded(self, key):
+        return helper(__value, key) or default  # forkgen: test-patch
+    '''
+)
+RUN = declare(Replace(Anchor("Box.get", "found = helper(__value, key)\nif found is None: return default", name="lookup"),
+                      "guarded"), template_source=RUN_TEMPLATE, report_paths=True)
+RUN_APPLIED = edited(
+    "        found = helper(self.value, key)\n        if found is None:\n            return default\n",
+    "        return helper(self.value, key) or default  # forkgen: test-patch\n",
+)
+
+
+def test_a_run_of_statements_replaced_with_the_captured_code() -> None:
+    check, after = run(RUN, MODULE)
+    assert after == RUN_APPLIED
+    # The run's first statement's line; the patch's own file named.
+    assert [(a.name, a.line, a.path) for a in check.anchors] == [("lookup", 18, PATH)]
+    assert RUN.check(sources(RUN_APPLIED)).present
+    # The statements not consecutive: no run.
+    apart = edited("            return default\n", "            return default\n        pass\n",
+                   MODULE.replace("        if found is None:\n", "        pass\n        if found is None:\n"))
+    assert "found 0" in drift(RUN, apart)
+    assert compile_pattern("a = 1\nb = __x").following and compile_pattern("a = 1").following == ()
+    with pytest.raises(ValueError, match="several statements"):
+        declare(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard")).compiled(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard"))

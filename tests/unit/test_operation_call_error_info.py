@@ -4,156 +4,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 import libcst as cst
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
-from codemods.operation_call_error_info import (
-    PATCH,
-    AddErrorPathHelperCommand,
-    CallErrorPathCommand,
-)
-from codemods.operation_call_error_info.error_path import pieces
+from codemods.operation_call_error_info import PATCH
+from codemods.operation_call_error_info.cases import AFTER, TRACEBACK_UTILS_AFTER, WRAP_LINES
 from codemods.patchlib import AnchorDrift, Outcome, Sources
 from tests.support.synthetic_operation_call_error_info import (
-    CORE,
     CORE_PY,
     FILES,
     OPERATION,
     OPERATION_PY,
-    TRACEBACK_UTILS,
     TRACEBACK_UTILS_PY,
     Symbolic,
     Tensor,
     load,
 )
 
-MARK = "  # forkgen: operation-call-error-info"
-
-OPERATION_AFTER = OPERATION.replace(
-    """\
-            call_fn = traceback_utils.inject_argument_info_in_traceback(
-                call_fn,
-                object_name=(f"{self.__class__.__name__}.call()"),
-            )
-            return call_fn(*args, **kwargs)
-""",
-    f"""\
-            try:{MARK}
-                return call_fn(*args, **kwargs)
-            except Exception as e:
-                traceback_utils.raise_with_argument_info(
-                    e, call_fn, args, kwargs, object_name=(f"{{self.__class__.__name__}}.call()")
-                )
-""",
-)
-CORE_AFTER = CORE.replace(
-    """\
-            # Wrap call_fn to describe its arguments in an error.
-            call_fn = traceback_utils.inject_argument_info_in_traceback(
-                call_fn,
-                object_name=(f"{self.__class__.__name__}.call()"),
-            )
-            return call_fn(*args, **kwargs)
-""",
-    f"""\
-            # Wrap call_fn to describe its arguments in an error.
-            try:{MARK}
-                return call_fn(*args, **kwargs)
-            except Exception as e:
-                traceback_utils.raise_with_argument_info(
-                    e, call_fn, args, kwargs, object_name=(f"{{self.__class__.__name__}}.call()")
-                )
-""",
-)
-assert OPERATION_AFTER != OPERATION and CORE_AFTER != CORE
-
-
-def _helper_source() -> str:
-    """The helper as the template spells it: the codemod inserts that function verbatim."""
-    template = resources.files("codemods.operation_call_error_info").joinpath("inserted.py").read_text("utf-8")
-    start = template.index("def raise_with_argument_info(")
-    source = template[start : template.index("\n\n\ndef call_site(")] + "\n"
-    assert cst.Module(body=[pieces()["helper"]]).code.strip() == source.strip()
-    return source
-
-
-TRACEBACK_UTILS_AFTER = TRACEBACK_UTILS.replace(
-    "\n\ndef format_argument_value(", "\n\n" + _helper_source() + "\n\ndef format_argument_value("
-)
-
-# keras-nightly's shape (#23183 as merged): call in try, `inject_argument_info_in_error` in except.
-NIGHTLY_TRY = """\
-            try:
-                return call_fn(*args, **kwargs)
-            except Exception as e:
-                if not getattr(e, "_keras_call_info_injected", False):
-                    raise traceback_utils.inject_argument_info_in_error(
-                        e, self.call, args, kwargs, object_name="x"
-                    ) from None
-                raise
-"""
-OPERATION_NIGHTLY = OPERATION_AFTER.replace(OPERATION_AFTER[OPERATION_AFTER.index("            try:"):
-                                                            OPERATION_AFTER.index("\n        # Plain flow.")],
-                                            NIGHTLY_TRY)
-CORE_NIGHTLY = CORE_AFTER.replace(
-    CORE_AFTER[CORE_AFTER.index("            try:"):CORE_AFTER.index("\n        # Plain flow.")], NIGHTLY_TRY
-)
-TRACEBACK_UTILS_NIGHTLY = TRACEBACK_UTILS.replace(
-    "def inject_argument_info_in_traceback(", "def inject_argument_info_in_error("
-)
-
-
-def tree(traceback_utils: str = TRACEBACK_UTILS, operation: str = OPERATION, core: str = CORE) -> Sources:
-    return Sources({**FILES, TRACEBACK_UTILS_PY: traceback_utils, OPERATION_PY: operation, CORE_PY: core}.get)
-
-
-# -- the codemods, file by file ---------------------------------------------------------------
-
-
-class TestCallSite(CodemodTest):
-    TRANSFORM = CallErrorPathCommand
-
-    def test_operation_call_in_try_and_nothing_else(self) -> None:
-        self.assertCodemod(OPERATION, OPERATION_AFTER, context_override=CodemodContext(filename=OPERATION_PY))
-
-    def test_cond_call_in_try_comment_kept_above(self) -> None:
-        self.assertCodemod(CORE, CORE_AFTER, context_override=CodemodContext(filename=CORE_PY))
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(OPERATION_AFTER, OPERATION_AFTER, expected_skip=True,
-                           context_override=CodemodContext(filename=OPERATION_PY))
-        self.assertCodemod(CORE_AFTER, CORE_AFTER, expected_skip=True,
-                           context_override=CodemodContext(filename=CORE_PY))
-
-    def test_noop_on_the_nightly_shape(self) -> None:
-        self.assertCodemod(OPERATION_NIGHTLY, OPERATION_NIGHTLY, expected_skip=True,
-                           context_override=CodemodContext(filename=OPERATION_PY))
-        self.assertCodemod(CORE_NIGHTLY, CORE_NIGHTLY, expected_skip=True,
-                           context_override=CodemodContext(filename=CORE_PY))
-
-
-class TestHelper(CodemodTest):
-    TRANSFORM = AddErrorPathHelperCommand
-
-    def test_helper_goes_right_after_the_wrapper_which_stays(self) -> None:
-        self.assertCodemod(TRACEBACK_UTILS, TRACEBACK_UTILS_AFTER,
-                           context_override=CodemodContext(filename=TRACEBACK_UTILS_PY))
-        assert TRACEBACK_UTILS_AFTER.count("def inject_argument_info_in_traceback(") == 1
-        assert TRACEBACK_UTILS_AFTER.index("def inject_argument_info_in_traceback(") < TRACEBACK_UTILS_AFTER.index(
-            "def raise_with_argument_info(") < TRACEBACK_UTILS_AFTER.index("def format_argument_value(")
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(TRACEBACK_UTILS_AFTER, TRACEBACK_UTILS_AFTER, expected_skip=True,
-                           context_override=CodemodContext(filename=TRACEBACK_UTILS_PY))
-
-
-# -- the patch's outcomes -----------------------------------------------------------------------
+# The changes, the upstream shape and the drift: codemods/operation_call_error_info/cases.py.
 
 
 def test_synthetic_files_apply_and_are_then_present() -> None:
@@ -163,62 +36,18 @@ def test_synthetic_files_apply_and_are_then_present() -> None:
     assert [(a.path, a.line) for a in first.anchors] == [(TRACEBACK_UTILS_PY, 21), (OPERATION_PY, 21), (CORE_PY, 23)]
     PATCH.apply(tree_)
     rendered = tree_.rendered()
-    assert rendered == {TRACEBACK_UTILS_PY: TRACEBACK_UTILS_AFTER, OPERATION_PY: OPERATION_AFTER, CORE_PY: CORE_AFTER}
+    assert rendered == AFTER
     for path, text in rendered.items():
         compile(text, path, "exec")
+    assert TRACEBACK_UTILS_AFTER.count("def inject_argument_info_in_traceback(") == 1
+    assert TRACEBACK_UTILS_AFTER.index("def inject_argument_info_in_traceback(") < TRACEBACK_UTILS_AFTER.index(
+        "def raise_with_argument_info(") < TRACEBACK_UTILS_AFTER.index("def format_argument_value(")
     again = PATCH.check(Sources({**FILES, **rendered}.get))
     assert again.outcome is Outcome.APPLIED and again.present
 
 
-def test_nightly_is_upstream() -> None:
-    check = PATCH.check(tree(TRACEBACK_UTILS_NIGHTLY, OPERATION_NIGHTLY, CORE_NIGHTLY))
-    assert check.outcome is Outcome.UPSTREAM
-    assert [a.path for a in check.anchors] == [OPERATION_PY, CORE_PY]
-
-
-WRAP_LINES = """\
-            call_fn = traceback_utils.inject_argument_info_in_traceback(
-                call_fn,
-                object_name=(f"{self.__class__.__name__}.call()"),
-            )
-"""
-
-
-@pytest.mark.parametrize(
-    ("files", "where", "found"),
-    [
-        (tree(operation=OPERATION.replace(WRAP_LINES, "")), f"{OPERATION_PY}:", "none, and 0 forkgen try"),
-        (tree(operation=OPERATION.replace(WRAP_LINES, WRAP_LINES + "            return 0\n" + WRAP_LINES)),
-         f"{OPERATION_PY}:21:", "2 call(s) to inject_argument_info_in_traceback, 1 in that shape"),
-        # Outside the filtering branch: the wrapper's own flag check would be lost.
-        (tree(operation=OPERATION.replace(
-            "        if traceback_utils.is_traceback_filtering_enabled():\n",
-            "        if True:\n")), f"{OPERATION_PY}:21:", "1 call(s) to inject_argument_info_in_traceback, 0 in that shape"),
-        # object_name passed positionally: not the shape the helper call copies.
-        (tree(operation=OPERATION.replace("                object_name=(f", "                (f")),
-         f"{OPERATION_PY}:21:", "1 call(s) to inject_argument_info_in_traceback, 0 in that shape"),
-        (tree(operation=OPERATION.replace("return call_fn(*args, **kwargs)\n\n", "return call_fn(*args)\n\n")),
-         f"{OPERATION_PY}:21:", "0 in that shape"),
-        (tree(core=CORE.replace("class Cond(", "class Other(")), f"{CORE_PY}:1:", "exactly one class Cond"),
-        # Mixed: forkgen's Operation call site without its helper or Cond's.
-        (tree(operation=OPERATION_AFTER), f"{TRACEBACK_UTILS_PY}:21:", "Operation.__call__ ours, Cond.__call__ fresh"),
-        (tree(TRACEBACK_UTILS_AFTER.replace(MARK, "")), f"{TRACEBACK_UTILS_PY}:", "1 not ours"),
-        (tree(TRACEBACK_UTILS.replace("def format_argument_value(", "def format_value(")),
-         f"{TRACEBACK_UTILS_PY}:21:", "1 and 0"),
-        (tree("import os\n"), f"{TRACEBACK_UTILS_PY}:1:", "0 and 0"),
-    ],
-    ids=["wrap gone", "wrapped twice", "outside the filtering if", "object_name positional",
-         "call reshaped", "no Cond", "mixed", "helper not ours", "no formatter", "no wrapper"],
-)
-def test_drift(files: Sources, where: str, found: str) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        PATCH.check(files)
-    message = str(caught.value)
-    assert message.startswith(where) and found in message, message
-
-
 def test_codemod_refuses_drift_too() -> None:
-    command = CallErrorPathCommand(CodemodContext(filename=OPERATION_PY))
+    command = PATCH.command(CodemodContext(filename=OPERATION_PY))
     with pytest.raises(AnchorDrift):
         command.transform_module(cst.parse_module(OPERATION.replace(WRAP_LINES, "")))
 
@@ -226,7 +55,7 @@ def test_codemod_refuses_drift_too() -> None:
 # -- behaviour: upstream's wrapper and the patched call site raise the same ---------------------
 
 UPSTREAM = load(FILES)
-PATCHED = load({**FILES, TRACEBACK_UTILS_PY: TRACEBACK_UTILS_AFTER, OPERATION_PY: OPERATION_AFTER, CORE_PY: CORE_AFTER})
+PATCHED = load({**FILES, **AFTER})
 
 
 class NeedsTwo(Exception):

@@ -32,8 +32,6 @@ TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
-TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
-FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
@@ -294,18 +292,6 @@ MUTANTS = [
         CONV_SINGLE_COPY,
         "                dense = dense and stride == expected\n",
         "                dense = dense and (stride == expected or size == 1)\n",
-    ),
-    (
-        "layer-call-flat-conversion: a None kwarg is not passed to maybe_convert",
-        FLAT_CONVERSION,
-        "            if value is None and not none_visited:\n",
-        "            if value is None:\n",
-    ),
-    (
-        "copy the kwargs of every unconverted call (#23296's `elif kwargs:`)",
-        TRAINING_ONLY,
-        "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
-        "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n",
     ),
     (
         "global-state-lookup-fast-path: the names a threading.local answers itself are read from its dict",

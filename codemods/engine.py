@@ -20,6 +20,12 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     whose value replaces the anchor's (`UPSTREAM`: its value)
       Helper(anchor, piece)         module-level statements right after a module-level anchor
                                     (`before=True`: right before it)
+      Append(piece)                 module-level statements at the end of the module (a Helper
+                                    without anchor; applied, they may be anywhere at module level)
+      AddElse(anchor, piece)        an `elif`/`else:` attached to the anchor `if` (which has
+                                    none): the piece is `if UPSTREAM: UPSTREAM` with that branch
+      WrapBody(anchor, piece)       the piece becomes the body of the anchor compound statement,
+                                    its old body's statements where the piece says `UPSTREAM`
 
 - `details`: the one-line detail of each outcome (`Details`);
 - optionally `upstream_patterns` (anchors whose presence means the release carries the change;
@@ -32,7 +38,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   declared file -> where some releases have it instead: a tree with only that one is read,
   edited and reported there), `unshadowed_builtins` (a builtin the inserted code reads, bound
   at module level, is drift), `codemod` (the
-  name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
+  name of its libcst command), `codemod_version` (its version, default the patch's) and the
+  escape hatches, for a truly semantic rule: `verify` (a
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
@@ -48,8 +55,13 @@ expected count (exactly one by default), and optionally `alternatives` (the same
 release's words, matched in its place; an expression pattern may be a keyword argument,
 `name=<expression>`, which matches that argument of a call, its line the keyword's), a `name`
 (what reports and drift call it), `file_shown=False` (reports leave its file unnamed, as when it
-is the patch's first) and
-`reported=False` (left out of the outcome's anchors). In a function the pattern is looked for in every
+is the patch's first),
+`reported=False` (left out of the outcome's anchors) and, for an expression, `within` (statement
+patterns: only the headers of the statements matching one are searched, for the anchor and for
+its applied form). A ReplaceExpression with `marked=False` inserts no marker: its expression is
+forkgen's when the statement holding it carries the patch's marker (another edit's, such as an
+AddElse's branch). A relied-on anchor's `description` may name its pattern's captures,
+`{name}`: the code captured (a pattern without captures: the description as written). In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
 numbers and operators must be as written; whitespace, comments and parentheses are ignored;
@@ -97,6 +109,7 @@ What the engine derives from the declaration, the same way for every patch:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import enum
 import functools
 import importlib
@@ -336,6 +349,8 @@ class Anchor:
     name: str | None = None
     #: Reports name its file when it is not the patch's first (False: never).
     file_shown: bool = True
+    #: An expression anchor: the statements whose headers are searched (default: every one).
+    within: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:
@@ -348,6 +363,10 @@ class Anchor:
     @property
     def where(self) -> str:
         return f"in {self.scope}" if self.scope else "at module level"
+
+    def holds(self, statement: cst.CSTNode) -> bool:
+        """Whether `statement`'s header may hold this (expression) anchor (`within`)."""
+        return not self.within or compile_either(self.within).match(statement) is not None
 
 
 @dataclass(frozen=True)
@@ -441,11 +460,15 @@ class Replace(Edit):
         return list(piece)
 
 
+@dataclass(frozen=True)
 class ReplaceExpression(Edit):
     """The piece's expression instead of the anchor expression (`UPSTREAM` in it keeps it).
 
     The piece is one statement, `return <expression>` or the expression alone; its marker is a
-    comment line above it, which goes above the statement holding the anchor."""
+    comment line above it, which goes above the statement holding the anchor. `marked=False`:
+    no marker (the statement holding the anchor carries another edit's)."""
+
+    marked: bool = True
 
     words = ("not replaced", "replaced", "a replacement")
 
@@ -488,6 +511,34 @@ class Prepend(Edit):
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         return list(piece)
+
+
+class Append(Helper):
+    """The piece's statements at the end of the module, `blank_lines` blank lines above them.
+    Applied, they may be anywhere at module level (later patches append after them)."""
+
+    def __init__(self, piece: str, blank_lines: int = 2, label: str | None = None) -> None:
+        super().__init__(Anchor("", "", description="end of the module", reported=False, name=f"{piece} (appended)"),
+                         piece, label, blank_lines=blank_lines)
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return _spaced(piece, self.blank_lines)
+
+
+class AddElse(Edit):
+    """An `elif` or `else:` attached to the anchor, an `if` without one. The piece is one
+    `if UPSTREAM: UPSTREAM` with that branch: the anchor's test and body stay as they are. Names
+    the branch binds that the anchor binds too are no clash."""
+
+    words = ("without the branch", "with it", "a branch")
+
+
+class WrapBody(Edit):
+    """The piece becomes the body of the anchor, a compound statement whose header stays; the
+    statements of its old body go, node for node, where the piece says `UPSTREAM` (a line alone).
+    Names the piece binds that the old body binds too are no clash."""
+
+    words = ("unwrapped", "wrapped", "a wrapped body")
 
 
 def _placeholders(piece: Iterable[cst.CSTNode]) -> int:
@@ -812,6 +863,8 @@ class _Compiled:
     kinds: tuple[str | None, ...]
     #: For a ReplaceExpression: the expression that takes the anchor's place.
     expression: cst.BaseExpression | None = None
+    #: For an AddElse: the branch attached to the anchor.
+    branch: cst.CSTNode | None = None
 
 
 #: What `DeclaredPatch._find` gives: the anchors (node, captures, statement holding an
@@ -852,6 +905,8 @@ class DeclaredPatch(Patch):
     moved: ClassVar[Mapping[str, str]] = {}
     #: The name of the patch's libcst command (default: from the patch's name).
     codemod: ClassVar[str]
+    #: The version of its libcst command (default: the patch's).
+    codemod_version: ClassVar[str | None] = None
     command: ClassVar[type[DeclaredCommand]]
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -859,7 +914,7 @@ class DeclaredPatch(Patch):
         if not hasattr(cls, "edits"):
             return  # a base of declarations, not one
         name = cls.__dict__.get("codemod") or "".join(p.title() for p in cls.name.split("-")) + "Command"
-        namespace = {"DESCRIPTION": cls.headers.description, "VERSION": cls.version, "PATCH": cls(),
+        namespace = {"DESCRIPTION": cls.headers.description, "VERSION": cls.codemod_version or cls.version, "PATCH": cls(),
                      "__module__": cls.__module__, "__qualname__": name}
         cls.codemod = name
         cls.command = cast(type[DeclaredCommand], type(name, (DeclaredCommand,), namespace))
@@ -889,7 +944,8 @@ class DeclaredPatch(Patch):
         module = sources.module(path)
         scope = _Scopes(module, path).get(anchor.scope)
         if anchor.expression:
-            hits = [n for s in _in_scope(scope) for n in _expressions(s) if anchor.compiled.match(n) is not None]
+            hits = [n for s in _in_scope(scope) if anchor.holds(s) for n in _expressions(s)
+                    if anchor.compiled.match(n) is not None]
         else:
             hits = [s for s, _, _ in _statement_hits(scope, anchor.compiled)]
         at = lines(module, hits)
@@ -968,9 +1024,20 @@ class DeclaredPatch(Patch):
             else:
                 anchors.append((scope, {}, None, ()))
             return anchors, applied
+        if isinstance(edit, Append):
+            body, k = module.body, len(matchers)
+            for i in range(len(body) - k + 1):
+                form = list[cst.CSTNode](body[i:i + k])
+                if all(m.matches(s, x) for s, x in zip(form, matchers, strict=True)):
+                    applied.append((form, tag in module.code_for_node(form[0]), None))
+            if not applied:
+                anchors.append((module, {}, None, ()))
+            return anchors, applied
         pattern = edit.anchor.compiled
         if isinstance(edit, ReplaceExpression):
             for statement in _in_scope(scope):
+                if not edit.anchor.holds(statement):
+                    continue
                 for node in _expressions(statement):
                     captures = pattern.match(node)
                     if captures is not None:
@@ -1086,7 +1153,12 @@ class DeclaredPatch(Patch):
                               f"{len(hits)}")
         if not (anchor.reported and hits):
             return None
-        return AnchorReport(anchor.title, hits[0][1], anchor.description or anchor.where, self._shown(anchor, path))
+        description = anchor.description or anchor.where
+        captures = anchor.compiled.match(hits[0][0]) if anchor.compiled.captures else None
+        if captures:
+            module = sources.module(path)
+            description = description.format_map({k: module.code_for_node(v) for k, v in captures.items()})
+        return AnchorReport(anchor.title, hits[0][1], description, self._shown(anchor, path))
 
     def _shown(self, anchor: Anchor, path: str) -> str:
         """The file a report names: the anchor's, unless the patch's first (or `file_shown=False`)."""
@@ -1129,8 +1201,10 @@ class DeclaredPatch(Patch):
                 if shadowed:
                     raise AnchorDrift(analysis.shown, o.line, ", ".join(shadowed),
                                       f"the builtins {o.edit.piece} reads", "bound at module level")
-            if not isinstance(o.edit, Prepend):
+            if not isinstance(o.edit, (Prepend, Append)):
                 free -= {f"__{c}" for c in o.edit.anchor.compiled.captures}
+            if isinstance(o.edit, (AddElse, WrapBody)):
+                bound -= names_of([o.node])[1]  # rebinding what the anchor statement binds
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
                 if free or bound:
@@ -1172,9 +1246,19 @@ class DeclaredPatch(Patch):
                 assert o.statement is not None and compiled.expression is not None
                 fill = _fill_value if isinstance(o.node, cst.Arg) else _fill
                 _add(plan, o.node, functools.partial(fill, compiled.expression, captures=o.captures))
-                _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
+                if o.edit.marked:
+                    _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
                 extra |= ancestors(o.statement, o.node)
+            elif isinstance(o.edit, Append):
+                _add(plan, o.node, functools.partial(_append, compiled.template))
+            elif isinstance(o.edit, AddElse):
+                assert compiled.branch is not None
+                _add(plan, o.node, functools.partial(_attach, compiled.branch))
+                targets.append(o.node)
+            elif isinstance(o.edit, WrapBody):
+                _add(plan, o.node, functools.partial(_rebody, compiled.piece))
+                targets.append(o.node)
             elif isinstance(o.edit, Prepend):
                 block = cast(cst.FunctionDef, o.node).body
                 _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.blank_lines, o.edit.keep_comments))
@@ -1200,7 +1284,9 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         if len(piece) != 1 or not isinstance(getattr(piece[0], "body", None), cst.IndentedBlock):
             raise ValueError(f"{patch.name}: {edit.piece}: an enclosed piece is the block of one compound statement")
         piece = tuple(cast(cst.IndentedBlock, cast(cst.BaseCompoundStatement, piece[0]).body).body)
-    if marker(patch.name) not in cst.Module(body=[cast(_Statement, piece[0])]).code:
+    if (not isinstance(edit, ReplaceExpression) or edit.marked) and marker(patch.name) not in cst.Module(
+        body=[cast(_Statement, piece[0])]
+    ).code:
         raise ValueError(f"{patch.name}: piece {edit.piece} carries no `{marker(patch.name)}` on its first statement")
     if isinstance(edit, ReplaceExpression):
         statement = piece[0]
@@ -1218,7 +1304,29 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
             return _Compiled(piece, piece, (m.Arg(keyword=anchor.keyword, value=value),), ("Arg",), args[0].value)
         matcher = _Compiler(False, anchor, edit.anchor.compiled.captures).node(small.value)
         return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
-    pattern = None if isinstance(edit, Prepend) else edit.anchor.compiled
+    if isinstance(edit, AddElse):
+        branch = getattr(piece[0], "orelse", None) if len(piece) == 1 and isinstance(piece[0], cst.If) else None
+        anchor = edit.anchor.compiled.matcher
+        if branch is None or not isinstance(anchor, m.If):
+            raise ValueError(f"{patch.name}: {edit.piece}: an AddElse piece is one `if` with a branch, at an `if`")
+        # The anchor's own matcher, with the piece's branch where the anchor has none.
+        matcher = dataclasses.replace(anchor, orelse=_Compiler(False).node(branch))
+        return _Compiled(piece, piece, (matcher,), ("If",), branch=branch)
+    if isinstance(edit, WrapBody):
+        if _placeholders(piece) != 1:
+            raise ValueError(f"{patch.name}: {edit.piece}: a WrapBody piece has one `{PLACEHOLDER}` line")
+        anchor = edit.anchor.compiled.matcher
+        options = anchor.options if isinstance(anchor, m.OneOf) else (anchor,)
+        block = _Compiler(False, _BODY).node(cst.IndentedBlock(body=list(piece)))
+        wrapped = []
+        for option in options:
+            old = getattr(getattr(option, "body", None), "body", None)
+            if not isinstance(old, (list, tuple)):
+                raise ValueError(f"{patch.name}: {edit.piece}: a WrapBody anchor is a compound statement with a block")
+            wrapped.append(dataclasses.replace(option, body=_expand(block, old)))
+        matcher = wrapped[0] if len(wrapped) == 1 else m.OneOf(*wrapped)
+        return _Compiled(piece, piece[:1], (matcher,), (_seq_kind(wrapped[0]),))
+    pattern = None if isinstance(edit, (Prepend, Append)) else edit.anchor.compiled
     if pattern and pattern.following and (not isinstance(edit, Replace) or _placeholders(piece)):
         raise ValueError(f"{patch.name}: {edit.piece}: a pattern of several statements is replaced, without `{PLACEHOLDER}`")
     template = tuple(edit.template(piece))
@@ -1300,6 +1408,48 @@ def _prepend(piece: Sequence[cst.BaseStatement], blank_lines: int, keep_comments
         return block.with_changes(body=[*body[:start], *piece, _leading(first, [*blank, *_above(first)]), *body[start + 1:]])
     head = _leading(piece[0], [*_above(first), *_above(piece[0])])
     return block.with_changes(body=[*body[:start], head, *piece[1:], _leading(first, blank), *body[start + 1:]])
+
+
+#: Where a WrapBody piece's matcher takes the anchor's old body (`_expand`).
+_BODY = m.SaveMatchedNode(m.DoNotCare(), "__upstream_body__")
+
+
+def _expand(matcher: Any, items: Sequence[Any]) -> Any:
+    """`matcher` with `items` (matchers) spliced where a sequence holds `_BODY`."""
+    if isinstance(matcher, (list, tuple)):
+        out: list[Any] = []
+        for x in matcher:
+            out.extend(items) if x is _BODY else out.append(_expand(x, items))
+        return type(matcher)(out)
+    if isinstance(matcher, m.BaseMatcherNode) and dataclasses.is_dataclass(matcher):
+        return dataclasses.replace(matcher, **{f.name: _expand(getattr(matcher, f.name), items)
+                                               for f in dataclasses.fields(matcher) if f.init})
+    return matcher
+
+
+class _Rebody(cst.CSTTransformer):
+    def __init__(self, old: Sequence[cst.BaseStatement]) -> None:
+        super().__init__()
+        self.old = old
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = [s for x in updated_node.body for s in (self.old if _is_placeholder_line(x) else [x])]
+        return updated_node.with_changes(body=body)
+
+
+def _rebody(piece: Sequence[cst.BaseStatement], statement: Any) -> Any:
+    """`statement` with the piece as its body, its old body's statements at `UPSTREAM`."""
+    block = cast(cst.IndentedBlock, statement.body)
+    filled = cast(cst.IndentedBlock, cst.IndentedBlock(body=list(piece)).visit(_Rebody(block.body)))
+    return statement.with_changes(body=block.with_changes(body=filled.body))
+
+
+def _append(piece: Sequence[cst.BaseStatement], module: cst.Module) -> cst.Module:
+    return module.with_changes(body=[*module.body, *piece])
+
+
+def _attach(branch: cst.CSTNode, statement: cst.If) -> cst.If:
+    return statement.with_changes(orelse=branch)
 
 
 def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) -> Any:

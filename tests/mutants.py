@@ -27,8 +27,6 @@ TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
-FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
@@ -218,18 +216,6 @@ MUTANTS = [
         MASK_METADATA,
         "        if get_keras_mask(outputs) is not None:\n",
         "        if get_keras_mask(outputs) is None:\n",
-    ),
-    (
-        "layer-call-flat-conversion: a None kwarg is not passed to maybe_convert",
-        FLAT_CONVERSION,
-        "            if value is None and not none_visited:\n",
-        "            if value is None:\n",
-    ),
-    (
-        "copy the kwargs of every unconverted call (#23296's `elif kwargs:`)",
-        TRAINING_ONLY,
-        "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
-        "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n",
     ),
     (
         "global-state-lookup-fast-path: the names a threading.local answers itself are read from its dict",

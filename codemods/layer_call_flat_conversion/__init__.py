@@ -40,24 +40,29 @@ No kill switch: the behaviour does not depend on runtime state.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, Append, DeclaredPatch, Details, WrapBody
+from codemods.patchlib import Headers
 
-from codemods.layer_call_flat_conversion.flat_conversion import (
-    LAYER_PY,
-    NAME,
-    Analysis,
-    FlatConversionCommand,
-    analyze,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-
-
-def _analysis(sources: Sources) -> Analysis:
-    return sources.analysed(NAME, LAYER_PY, analyze)
+LAYER_PY = "keras/src/layers/layer.py"
+#: The conversion gate's header (`(<or-chain>) and self._convert_input_args`), its first operand
+#: kept as `first` (`kwargs`, or `kwargs_may_need_convert` after layer-call-training-only-conversion
+#: and in keras-nightly): 4 operands in 3.10-3.15.1 and nightly, fewer in the tests' modules.
+HEADERS = tuple(f"if ({' or '.join(['__first', *['__'] * n])}) and self._convert_input_args:" for n in (3, 2, 1))
+#: Upstream's two tree walks, the gate's body.
+WALKS = "\n    args = tree.map_structure(maybe_convert, args)\n    kwargs = tree.map_structure(maybe_convert, kwargs)"
+#: No else (3.10-3.15.1), layer-call-training-only-conversion's `elif`, nightly's `else:`.
+BRANCHES = ("", "\nelif __: ___", "\nelse: ___")
 
 
-class LayerCallFlatConversion(Patch):
-    name = NAME
+def _gate(body: str, name: str = "conversion gate", reported: bool = True) -> Anchor:
+    """The gate in each of its shapes, with `body`."""
+    first, *others = (header + body + branch for branch in BRANCHES for header in HEADERS)
+    return Anchor("Layer.__call__", first, alternatives=tuple(others), name=name, reported=reported,
+                  description="a `{first}` gate whose body maps args and kwargs with tree.map_structure")
+
+
+class LayerCallFlatConversion(DeclaredPatch):
+    name = "layer-call-flat-conversion"
     version = "1"
     headers = Headers(
         description=(
@@ -76,15 +81,22 @@ class LayerCallFlatConversion(Patch):
     # The gate's shape (`original_kwargs`, the symbolic operand) that the anchors were checked
     # on exists from 3.10.0; older releases had other tree implementations (dm-tree) too.
     since = "3.10.0"
-    codemods = (FlatConversionCommand,)
-
-    def check(self, sources: Sources) -> Check:
-        analysis = _analysis(sources)
-        return Check(Outcome.APPLIED, analysis.detail, analysis.anchors, analysis.state == "present")
-
-    def apply(self, sources: Sources) -> None:
-        command = FlatConversionCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _analysis(sources))
-        sources.replace(LAYER_PY, command.transform_module(sources.module(LAYER_PY)))
+    codemod = "FlatConversionCommand"
+    #: The gate's two walks go under `if flat_converted is None:` (gate_body), the helpers at the
+    #: end of the module (after layer-call-training-only-conversion's).
+    edits = (
+        WrapBody(_gate(WALKS, "conversion gate body", reported=False), "gate_body"),
+        Append("helpers"),
+    )
+    relies_on = (_gate("\n    ___"),)
+    #: No upstream has it: the patched gate without forkgen's marker is drift.
+    upstream_forms = False
+    details = Details(
+        apply="flat args and kwargs are converted without tree.map_structure",
+        present="present",
+        upstream="",
+    )
 
 
 PATCH = LayerCallFlatConversion()
+FlatConversionCommand = PATCH.command

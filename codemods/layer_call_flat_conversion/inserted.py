@@ -1,6 +1,6 @@
 """What `layer-call-flat-conversion` inserts into keras/src/layers/layer.py.
 
-Parsed by the codemod, never imported. `gate_body` becomes the body of upstream's conversion
+Parsed by the engine, never imported. `gate_body` becomes the body of upstream's conversion
 gate in `Layer.__call__`: `UPSTREAM` stands for upstream's two `tree.map_structure` lines,
 which are moved, unchanged, under `if flat_converted is None:`. `helpers` is appended to the
 module (its docstrings are indented here as they read once at module level).

@@ -1,10 +1,11 @@
 """What `layer-call-training-only-conversion` inserts into keras/src/layers/layer.py.
 
-Parsed by the codemod, never imported. Each function's body is one piece: `gate_flag` goes
-right before upstream's conversion gate in `Layer.__call__`, the `elif` of `gate_copy` is
-attached to that gate (its `UPSTREAM` test and body stand for upstream's, which stay as they
-are), and `helper` is appended to the module (its docstring is indented here as it reads
-once at module level).
+Parsed by the engine, never imported. Each function's body is one piece: `gate_flag` goes
+right after `def maybe_convert` in `Layer.__call__`, just before upstream's conversion gate,
+whose first operand `kwargs` becomes `gate_operand`; the `elif` of `gate_copy` is attached to
+that gate (its `UPSTREAM` test and body stand for upstream's, which stay as they are), and
+`helper` is appended to the module (its docstring is indented here as it reads once at module
+level).
 """
 # ruff: noqa
 
@@ -16,6 +17,10 @@ def gate_flag(self, kwargs):
     kwargs_may_need_convert = bool(kwargs) and (
         _layer_call_kwargs_may_need_convert(self, kwargs)
     )
+
+
+def gate_operand():
+    kwargs_may_need_convert
 
 
 def gate_copy(self, kwargs):

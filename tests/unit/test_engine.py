@@ -12,8 +12,10 @@ import pytest
 from libcst.codemod import CodemodContext, CodemodTest, SkipFile
 
 from codemods.engine import (
+    AddElse,
     Analysis,
     Anchor,
+    Append,
     DeclaredPatch,
     Details,
     Edit,
@@ -24,6 +26,7 @@ from codemods.engine import (
     Replace,
     ReplaceExpression,
     Wrap,
+    WrapBody,
     compile_pattern,
     lines,
     names_of,
@@ -860,3 +863,92 @@ def test_a_run_of_statements_replaced_with_the_captured_code() -> None:
     assert compile_pattern("a = 1\nb = __x").following and compile_pattern("a = 1").following == ()
     with pytest.raises(ValueError, match="several statements"):
         declare(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard")).compiled(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard"))
+
+
+# -- a branch, an unmarked operand, a wrapped body, appended helpers ------------------------------
+
+GATE_MODULE = textwrap.dedent(
+    '''\
+    from lib import f, flag, g, ready
+
+
+    def gate(x, y):
+        if (x or y) and ready():
+            x = f(x)
+            y = f(y)
+        return x, y
+
+
+    def tail():
+        pass
+    '''
+)
+GATE_TEMPLATE = textwrap.dedent(
+    '''\
+    def branch(x):
+        if UPSTREAM:
+            UPSTREAM
+        elif y:  # forkgen: test-patch
+            x = g(x)
+
+
+    def operand():
+        flag
+
+
+    def body(x, y):
+        # forkgen: test-patch
+        done = h(x, y)
+        if done is None:
+            UPSTREAM
+        else:
+            x, y = done
+
+
+    def helpers():
+        # forkgen: test-patch
+        def h(x, y):
+            return None
+    '''
+)
+GATE = "if (__ or __) and ready(): ___"
+WALKS = "if (__first or __) and ready():\n    x = f(x)\n    y = f(y)"
+
+
+def test_a_branch_added_and_an_unmarked_operand_replaced() -> None:
+    patch = declare(
+        AddElse(Anchor("gate", GATE, name="the gate"), "branch"),
+        ReplaceExpression(Anchor("gate", "x", expression=True, within=(GATE, GATE + "\nelif __: ___")), "operand",
+                          marked=False),
+        template_source=GATE_TEMPLATE, codemod_version="1",
+    )
+    after = GATE_MODULE.replace("    if (x or y)", "    if (flag or y)").replace(
+        "        y = f(y)\n", "        y = f(y)\n    elif y:  # forkgen: test-patch\n        x = g(x)\n")
+    check, text = run(patch, GATE_MODULE)
+    assert text == after and (check.outcome, check.present) == (Outcome.APPLIED, False)
+    assert run(patch, after)[0].present
+    assert patch.codemod_versions() == {"TestPatchCommand": "1"}
+    # The `x` of the gate's header only (`within`): the body's are not counted.
+    assert "found 0" in drift(patch, GATE_MODULE.replace("if (x or y)", "if (y or y)"))
+    # The branch rebinds `x`, which the gate binds: no clash; a gate with an else of its own is drift.
+    assert "anchor 'the gate'" in drift(patch, GATE_MODULE.replace("    return x, y\n", "    else:\n        pass\n    return x, y\n"))
+
+
+def test_a_wrapped_body_appended_helpers_and_a_description_of_captures() -> None:
+    gate = Anchor("gate", WALKS, alternatives=(WALKS + "\nelif __: ___",), name="walks", reported=False)
+    relied = Anchor("gate", GATE.replace("(__ or", "(__first or"), name="gate", description="on `{first}`")
+    patch = declare(WrapBody(gate, "body"), Append("helpers"), relies_on=(relied,), template_source=GATE_TEMPLATE)
+    after = GATE_MODULE.replace(
+        "        x = f(x)\n        y = f(y)\n",
+        "        # forkgen: test-patch\n        done = h(x, y)\n        if done is None:\n            x = f(x)\n"
+        "            y = f(y)\n        else:\n            x, y = done\n",
+    ) + "\n\n# forkgen: test-patch\ndef h(x, y):\n    return None\n"
+    check, text = run(patch, GATE_MODULE)
+    assert text == after and [(a.name, a.line, a.description) for a in check.anchors] == [("gate", 5, "on `x`")]
+    # Applied, the helpers may be anywhere at module level (a later patch appends after them).
+    later = after + "\n\nz = 1\n"
+    assert run(patch, later)[0].present
+    assert "all pieces present or none" in drift(patch, after.split("\n\n# forkgen")[0] + "\n")
+    assert "h" in drift(patch, GATE_MODULE + "\n\ndef h():\n    pass\n")
+    with pytest.raises(ValueError, match="one `UPSTREAM` line"):
+        run(declare(WrapBody(gate, "helpers"), template_source=GATE_TEMPLATE), GATE_MODULE)

@@ -1,295 +1,34 @@
 """Patch layer-call-training-only-conversion (nightly's training-only gate, without keras-team/keras#23296's
-copy) on synthetic Keras-shaped modules: codemod cases, outcomes, drift, and the synthetic upstream and
-patched `__call__` executed side by side."""
+copy): the synthetic upstream and patched `__call__` of its cases (codemods/layer_call_training_only_conversion/
+cases.py) executed side by side, and the patch on the synthetic tree's layer.py with the CallSpec patches."""
 
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
 from codemods.callspec_fast_path import PATCH as CALLSPEC
 from codemods.callspec_training_fast_path import PATCH as CALLSPEC_TRAINING
-from codemods.layer_call_training_only_conversion import PATCH, SkipTrainingOnlyConversionCommand
-from codemods.patchlib import AnchorDrift, Outcome, Sources
-from tests.support.synthetic import LAYER_V4, load_module, replace_once
+from codemods.layer_call_training_only_conversion import PATCH
+from codemods.layer_call_training_only_conversion.cases import AFTER, BEFORE
+from codemods.patchlib import Outcome, Sources
+from tests.support.synthetic import LAYER_V4, load_module
 
-BEFORE = textwrap.dedent(
-    '''\
-    """A Keras-shaped layer module for the unit tests of layer-call-training-only-conversion."""
-
-    from _tl_fakes import backend
-    from _tl_fakes import dtype_policies
-    from _tl_fakes import tree
-
-
-    class Layer:
-        def __init__(self, accepts_training=True, convert_input_args=True):
-            self._convert_input_args = convert_input_args
-            self.accepts_training = accepts_training
-            self.dtype_policy = dtype_policies.DTypePolicy()
-            self.input_dtype = "float32"
-            self.autocast = True
-
-        def call(self, x, **kwargs):
-            return x, kwargs
-
-        def __call__(self, *args, **kwargs):
-            original_args = args
-            original_kwargs = kwargs
-
-            # 1. Convert any array arguments to tensors of correct dtype.
-            def maybe_convert(x):
-                return self.dtype_policy.convert_input(
-                    x, self.autocast, self.input_dtype
-                )
-
-            # Used to avoid expensive `tree` operations in the most common case.
-            if (
-                kwargs
-                or len(args) != 1
-                or not is_backend_tensor_or_symbolic(args[0], allow_none=False)
-                or backend.standardize_dtype(args[0].dtype) != self.input_dtype
-            ) and self._convert_input_args:
-                args = tree.map_structure(maybe_convert, args)
-                kwargs = tree.map_structure(maybe_convert, kwargs)
-
-            # Like CallSpec and steps 5-6: pop what call() does not take, inject.
-            if not self.accepts_training:
-                kwargs.pop("training", None)
-            kwargs["mask"] = None
-            outputs = self.call(*args, **kwargs)
-            self.recorded = (original_args, original_kwargs)
-            return outputs
-
-
-    def is_backend_tensor_or_symbolic(x, allow_none=False):
-        if allow_none and x is None:
-            return True
-        return backend.is_tensor(x)
-'''
-)
-AFTER = textwrap.dedent(
-    '''\
-    """A Keras-shaped layer module for the unit tests of layer-call-training-only-conversion."""
-
-    from _tl_fakes import backend
-    from _tl_fakes import dtype_policies
-    from _tl_fakes import tree
-
-
-    class Layer:
-        def __init__(self, accepts_training=True, convert_input_args=True):
-            self._convert_input_args = convert_input_args
-            self.accepts_training = accepts_training
-            self.dtype_policy = dtype_policies.DTypePolicy()
-            self.input_dtype = "float32"
-            self.autocast = True
-
-        def call(self, x, **kwargs):
-            return x, kwargs
-
-        def __call__(self, *args, **kwargs):
-            original_args = args
-            original_kwargs = kwargs
-
-            # 1. Convert any array arguments to tensors of correct dtype.
-            def maybe_convert(x):
-                return self.dtype_policy.convert_input(
-                    x, self.autocast, self.input_dtype
-                )
-
-            # forkgen: layer-call-training-only-conversion
-            # `training=None|True|False` alone gives `maybe_convert` nothing to do:
-            # such a call takes the same skip as a call without kwargs.
-            kwargs_may_need_convert = bool(kwargs) and (
-                _layer_call_kwargs_may_need_convert(self, kwargs)
-            )
-
-            # Used to avoid expensive `tree` operations in the most common case.
-            if (
-                kwargs_may_need_convert
-                or len(args) != 1
-                or not is_backend_tensor_or_symbolic(args[0], allow_none=False)
-                or backend.standardize_dtype(args[0].dtype) != self.input_dtype
-            ) and self._convert_input_args:
-                args = tree.map_structure(maybe_convert, args)
-                kwargs = tree.map_structure(maybe_convert, kwargs)
-            elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion
-                # Only a training-only call that skipped the conversion gets here:
-                # 3.15.1 converted it, giving steps below a fresh dict to write into
-                # (context args, masks) instead of the `original_kwargs` its Node
-                # records. The copy keeps that; layers that do not convert their
-                # inputs write into `original_kwargs`, as in 3.15.1.
-                kwargs = dict(kwargs)
-
-            # Like CallSpec and steps 5-6: pop what call() does not take, inject.
-            if not self.accepts_training:
-                kwargs.pop("training", None)
-            kwargs["mask"] = None
-            outputs = self.call(*args, **kwargs)
-            self.recorded = (original_args, original_kwargs)
-            return outputs
-
-
-    def is_backend_tensor_or_symbolic(x, allow_none=False):
-        if allow_none and x is None:
-            return True
-        return backend.is_tensor(x)
-
-
-    # forkgen: layer-call-training-only-conversion
-    def _layer_call_kwargs_may_need_convert(layer, kwargs):
-        """Whether `layer.__call__` must keep upstream's conversion gate for
-        these (non-empty) kwargs. False only for `training=None|True|False`
-        alone on a layer that converts its inputs with the stock
-        `DTypePolicy.convert_input`: `maybe_convert` returns such a value
-        unchanged, so the call may take the skip that a call without kwargs
-        takes (one tensor of the layer's input dtype: the rest of the gate).
-        """
-        if len(kwargs) != 1 or "training" not in kwargs:
-            return True
-        training = kwargs["training"]
-        if not (training is None or training is True or training is False):
-            return True
-        if not layer._convert_input_args:
-            # Upstream's gate does not convert then; leave it as it was.
-            return True
-        policy_convert = layer.dtype_policy.convert_input
-        stock_convert = dtype_policies.DTypePolicy.convert_input
-        return getattr(policy_convert, "__func__", None) is not stock_convert
-'''
-)
 MARK = "# forkgen: layer-call-training-only-conversion"
-# keras-nightly's shape: the flag inline, without our marker, and an unconditional copy.
-NIGHTLY = replace_once(
-    BEFORE,
-    """\
-        # Used to avoid expensive `tree` operations in the most common case.
-        if (
-            kwargs
-""",
-    """\
-        kwargs_may_need_convert = bool(kwargs) and not (
-            len(kwargs) == 1 and "training" in kwargs
-        )
-
-        # Used to avoid expensive `tree` operations in the most common case.
-        if (
-            kwargs_may_need_convert
-""",
-)
-NIGHTLY = replace_once(
-    NIGHTLY,
-    """\
-            kwargs = tree.map_structure(maybe_convert, kwargs)
-""",
-    """\
-            kwargs = tree.map_structure(maybe_convert, kwargs)
-        else:
-            # `kwargs` get mutated later, so create a copy.
-            kwargs = dict(kwargs)
-""",
-)
-GATE_LINE = BEFORE.splitlines().index("        if (") + 1
 
 
 def check(source: str) -> Any:
     return PATCH.check(Sources(lambda path: source))
 
 
-class TestSkipTrainingOnlyConversion(CodemodTest):
-    TRANSFORM = SkipTrainingOnlyConversionCommand
-
-    def test_fixes(self) -> None:
-        self.assertCodemod(BEFORE, AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-
-    def test_noop_on_the_nightly_shape(self) -> None:
-        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
-
-
-def test_outcomes() -> None:
-    fresh = check(BEFORE)
-    assert fresh.outcome is Outcome.APPLIED and not fresh.present
-    assert [(a.name, a.line) for a in fresh.anchors] == [
-        ("original_kwargs = kwargs", 21), ("maybe_convert", 24), ("conversion gate", GATE_LINE), ("dtype_policies", 4),
-    ]
-    present = check(AFTER)
-    assert present.outcome is Outcome.APPLIED and present.present
-    nightly = check(NIGHTLY)
-    assert nightly.outcome is Outcome.UPSTREAM and "unconditional" in nightly.detail
-    # #23296's reviewed form (an `elif` copy, no marker) is upstream too.
-    reviewed = NIGHTLY.replace("        else:\n", "        elif kwargs:\n")
-    assert check(reviewed).outcome is Outcome.UPSTREAM and "#23296" in check(reviewed).detail
-    # Our copy's shape without our markers: upstream as well (a flag nobody of ours wrote).
-    unmarked = NIGHTLY.replace("        else:\n", "        elif kwargs and self._convert_input_args:\n")
-    assert check(unmarked).outcome is Outcome.UPSTREAM and "`elif` copy" in check(unmarked).detail
-
-
-def test_apply_is_idempotent_and_inserts_three_marked_pieces() -> None:
-    sources = Sources(lambda path: BEFORE)
-    PATCH.apply(sources)
-    patched = sources.rendered()["keras/src/layers/layer.py"]
-    assert patched == AFTER and patched.count(MARK) == 3
-    assert check(patched).present
-
-
-def _drift(source: str) -> AnchorDrift:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert str(caught.value).startswith("keras/src/layers/layer.py:")
-    return caught.value
-
-
-GATE_END = """\
-        ) and self._convert_input_args:
-            args = tree.map_structure(maybe_convert, args)
-            kwargs = tree.map_structure(maybe_convert, kwargs)
-"""
-
-
-@pytest.mark.parametrize(
-    ("source", "anchor", "line", "found"),
-    [
-        (BEFORE.replace("        ) and self._convert_input_args:", "        ) and self._convert_inputs:"),
-         "conversion gate", 0, "0"),
-        (replace_once(BEFORE, GATE_END, GATE_END + "        if (\n            kwargs\n            or args\n"
-                      "        ) and self._convert_input_args:\n            pass\n"),
-         "conversion gate", GATE_LINE, "2"),
-        (replace_once(BEFORE, "            args = tree.map_structure(maybe_convert, args)\n", ""),
-         "conversion gate body", GATE_LINE, "another body"),
-        (replace_once(BEFORE, "        original_kwargs = kwargs\n", ""), "original_kwargs = kwargs", 0, "0"),
-        (BEFORE.replace("self.dtype_policy.convert_input(", "self.dtype_policy.cast_input("), "maybe_convert", 24,
-         "0 convert_input calls"),
-        (replace_once(BEFORE, "from _tl_fakes import dtype_policies\n", ""), "dtype_policies", 1, "none"),
-        # Half a patch: the flag and the gate, without the copy and the helper.
-        (AFTER.split("        elif kwargs and")[0] + "\n        return args\n", "conversion gate", GATE_LINE + 7,
-         "no else branch"),
-        # The gate already has an else branch of its own.
-        (replace_once(BEFORE, GATE_END, GATE_END + "        else:\n            pass\n"), "conversion gate",
-         GATE_LINE, "an else branch"),
-        # Version 1 of this patch (#23296's `elif kwargs:` copy, marked as ours): not what it writes now.
-        (replace_once(AFTER, "        elif kwargs and self._convert_input_args:  #", "        elif kwargs:  #"),
-         "conversion gate", GATE_LINE + 7, "1 forkgen's; an else branch"),
-    ],
-    ids=["gate-gone", "gate-twice", "gate-body", "original-kwargs-gone", "convert-input-gone", "no-import",
-         "partial", "own-else", "version-1-copy"],
-)
-def test_drift(source: str, anchor: str, line: int, found: str) -> None:
-    error = _drift(source)
-    assert error.anchor == anchor and found in error.found
-    if line:
-        assert error.line == line
+def test_the_patched_module_has_three_marked_pieces() -> None:
+    # Its codemod cases (the change, the upstream shapes, drift) are in the package's cases.py.
+    assert AFTER.count(MARK) == 3
 
 
 def test_anchors_found_in_layer_v4_with_and_without_the_callspec_patches() -> None:

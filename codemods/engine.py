@@ -28,7 +28,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
-  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert.
+  `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert;
+  `rebinds` names what a piece binds that upstream's code binds there too (no clash).
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
@@ -309,6 +310,9 @@ class Edit:
     enclosed: bool = False
     #: Blank lines above the inserted statements (InsertBefore, InsertAfter, Helper).
     blank_lines: int = 0
+    #: Names the piece binds that upstream's code binds there too (a Replace of `x = f(x)` by
+    #: `x = g(x)`): no clash with the function's own use of them.
+    rebinds: tuple[str, ...] = ()
 
     #: How drift counts the anchors not yet edited and those already edited, and names one of
     #: the latter.
@@ -1020,7 +1024,7 @@ class DeclaredPatch(Patch):
                 if free or bound:
                     scope_used, scope_bound = names_of([o.scope.body], into_defs=False)
                     free -= scope_bound
-                    clash = sorted(bound & (scope_used | scope_bound))
+                    clash = sorted((bound - set(o.edit.rebinds)) & (scope_used | scope_bound))
                     if clash:
                         raise AnchorDrift(analysis.shown, o.line, f"{o.edit.anchor.scope}: {', '.join(clash)}",
                                           f"names free for {o.edit.piece}", "used")

@@ -34,7 +34,6 @@ MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
-GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
@@ -306,18 +305,6 @@ MUTANTS = [
         TRAINING_ONLY,
         "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
         "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n",
-    ),
-    (
-        "global-state-lookup-fast-path: the names a threading.local answers itself are read from its dict",
-        GLOBAL_STATE,
-        "    if type(tracker) is _forkgen_local_type and type(name) is str and name not in _forkgen_local_names:\n",
-        "    if type(tracker) is _forkgen_local_type and type(name) is str:\n",
-    ),
-    (
-        "global-state-lookup-fast-path: a missing name answers the default (set_to_default then stores nothing)",
-        GLOBAL_STATE,
-        "        attr = tracker.__dict__.get(name)\n",
-        "        attr = tracker.__dict__.get(name, default)\n",
     ),
     (
         "trainer-symbolic-build-skip: the held ParameterDict's values compared by key only, not identity",

@@ -736,3 +736,9 @@ def test_the_command_alone_runs_verify() -> None:
     patch = declare(*WRAP.edits, verify=verify)
     with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
         patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))
+
+
+def test_a_piece_may_rebind_what_upstream_binds_there() -> None:
+    patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds", rebinds=("found",)))
+    check, text = run(patch, MODULE)
+    assert check.outcome is Outcome.APPLIED and "        found = None  # forkgen: test-patch\n" in text

@@ -29,6 +29,10 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
   its template function, or (`enclosed=True`) the block of the one statement that body holds;
   `blank_lines` puts blank lines above what InsertBefore, InsertAfter and Helper insert;
+  `UPSTREAM_VALUE` in a piece is a copy of the value of the anchor statement (`return <value>`,
+  `x = <value>`), matched as any expression in an applied form; `upstream_rule` is the escape
+  hatch for an *upstream* outcome no pattern can tell (a detail, or None);
+  `codemod_version` the version of the libcst command when not the patch's;
   `rebinds` names what a piece binds that upstream's code binds there too (no clash).
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
@@ -112,6 +116,8 @@ from codemods.patchlib import (
 # -- patterns -----------------------------------------------------------------------------------
 
 ONE, MANY = "__", "___"
+#: In a piece: the value of the anchor statement (`return <value>`, `x = <value>`), copied there.
+VALUE = f"{PLACEHOLDER}_VALUE"
 _CAPTURE = re.compile(r"__[a-z][a-z0-9_]*")
 #: Nodes that are layout, not meaning: a compiled pattern ignores them.
 _LAYOUT = (
@@ -162,6 +168,8 @@ class _Compiler:
             _is_placeholder_line(node) or isinstance(node, cst.Name) and node.value == PLACEHOLDER
         ):
             return self.placeholder
+        if self.placeholder is not None and isinstance(node, cst.Name) and node.value == VALUE:
+            return m.DoNotCare()  # a copy of the anchor statement's value
         if isinstance(node, cst.SimpleStatementSuite) and self.wildcards:
             # `if a: x` in a pattern is also `if a:` and `x` on the next line; `if a: ___`, any body.
             if [_wildcard(s) for s in node.body] == [MANY]:
@@ -760,6 +768,8 @@ class DeclaredPatch(Patch):
     template_source: ClassVar[str | None] = None
     #: The name of the patch's libcst command (default: from the patch's name).
     codemod: ClassVar[str]
+    #: The version of its libcst command (default: the patch's).
+    codemod_version: ClassVar[str | None] = None
     command: ClassVar[type[DeclaredCommand]]
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -767,7 +777,7 @@ class DeclaredPatch(Patch):
         if not hasattr(cls, "edits"):
             return  # a base of declarations, not one
         name = cls.__dict__.get("codemod") or "".join(p.title() for p in cls.name.split("-")) + "Command"
-        namespace = {"DESCRIPTION": cls.headers.description, "VERSION": cls.version, "PATCH": cls(),
+        namespace = {"DESCRIPTION": cls.headers.description, "VERSION": cls.codemod_version or cls.version, "PATCH": cls(),
                      "__module__": cls.__module__, "__qualname__": name}
         cls.codemod = name
         cls.command = cast(type[DeclaredCommand], type(name, (DeclaredCommand,), namespace))
@@ -776,6 +786,12 @@ class DeclaredPatch(Patch):
     def verify(self, sources: Sources, analysis: Analysis) -> None:
         """The escape hatch: a rule too semantic for a pattern (raise `AnchorDrift`). Runs on
         every tree the patch applies to (present or not), after the engine's own checks."""
+
+    def upstream_rule(self, sources: Sources) -> str | None:
+        """The escape hatch for the *upstream* outcome: a rule too semantic for patterns that the
+        release carries the change, and its detail (None: it does not). Tried after
+        `upstream_patterns` and `upstream_shapes`; its outcome reports no anchors."""
+        return None
 
     def explain(self, sources: Sources, drift: AnchorDrift) -> None:
         """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
@@ -976,7 +992,8 @@ class DeclaredPatch(Patch):
                                                 path if path != self.files[0] else ""))
             else:
                 return detail, tuple(reports)
-        return None
+        rule = self.upstream_rule(sources)
+        return None if rule is None else (rule, ())
 
     def _relied_on(self, sources: Sources, anchor: Anchor) -> AnchorReport | None:
         """The report of an anchor the patch relies on (if shown); drift unless found its count."""
@@ -1018,7 +1035,7 @@ class DeclaredPatch(Patch):
         module_names: set[str] | None = None
         for o in analysis.todo:
             used, bound = names_of(self.compiled(o.edit).piece)
-            free = used - bound - declared - {PLACEHOLDER}
+            free = used - bound - declared - {PLACEHOLDER, VALUE}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
                 if free or bound:
@@ -1129,6 +1146,11 @@ class _Fill(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if isinstance(self.upstream, cst.BaseExpression) and updated_node.value == PLACEHOLDER:
             return self.upstream
+        if isinstance(self.upstream, cst.SimpleStatementLine) and updated_node.value == VALUE:
+            value = getattr(self.upstream.body[0], "value", None)
+            if not isinstance(value, cst.BaseExpression):
+                raise ValueError(f"`{VALUE}`: the anchor statement has no value")
+            return value
         return updated_node
 
 

@@ -22,7 +22,6 @@ V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of th
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
-RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
@@ -187,12 +186,6 @@ MUTANTS = [
         "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
     ),
     (
-        "memoised-result-type: the memo key ignores floatx",
-        RESULT_TYPE,
-        "        key = [config.floatx()]\n",
-        '        key = ["float32"]\n',
-    ),
-    (
         "torch-convert-to-tensor-device: the moved tensor is detached",
         TORCH_DEVICE,
         "    UPSTREAM\n",
@@ -353,12 +346,6 @@ MUTANTS = [
         MAX_POOL_VIEW,
         "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
         "        or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n",
-    ),
-    (
-        "memoised-result-type: the memo used while torch.compile traces (version 1)",
-        RESULT_TYPE,
-        '        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n',
-        "        if False:\n",
     ),
     (
         "torch-convert-to-tensor-noop-moves: a device's index ignored (\"cpu:0\" taken for \"cpu\", no copy)",

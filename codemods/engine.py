@@ -48,6 +48,9 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   `keep_comments=True` keeps upstream's comment lines above the anchor statement (for Prepend,
   the function's first statement) with it, below the inserted code, instead of moving them
   above; `Prepend(..., reported=False)` leaves the function out of the outcome's anchors.
+  `UPSTREAM_VALUE` in a piece is a copy of the value of the anchor statement (`return <value>`,
+  `x = <value>`), matched as any expression in an applied form; `upstream_rule` is the escape
+  hatch for an *upstream* outcome no pattern can tell (a detail, or None).
 
 An `Anchor` is a scope (`""` for the module, `"Class"`, `"Class.method"`, `"function"`) and a
 pattern written as Python source, a statement or (`expression=True`) an expression, with an
@@ -144,6 +147,8 @@ from codemods.patchlib import (
 # -- patterns -----------------------------------------------------------------------------------
 
 ONE, MANY = "__", "___"
+#: In a piece: the value of the anchor statement (`return <value>`, `x = <value>`), copied there.
+VALUE = f"{PLACEHOLDER}_VALUE"
 _CAPTURE = re.compile(r"__[a-z][a-z0-9_]*")
 #: Nodes that are layout, not meaning: a compiled pattern ignores them.
 _LAYOUT = (
@@ -198,6 +203,8 @@ class _Compiler:
             return self.placeholder
         if isinstance(node, cst.Name) and node.value in self.metavariables:
             return m.DoNotCare()
+        if self.placeholder is not None and isinstance(node, cst.Name) and node.value == VALUE:
+            return m.DoNotCare()  # a copy of the anchor statement's value
         if isinstance(node, cst.SimpleStatementSuite) and self.wildcards:
             # `if a: x` in a pattern is also `if a:` and `x` on the next line; `if a: ___`, any body.
             if [_wildcard(s) for s in node.body] == [MANY]:
@@ -924,6 +931,12 @@ class DeclaredPatch(Patch):
         """The escape hatch: a rule too semantic for a pattern (raise `AnchorDrift`). Runs on
         every tree the patch applies to (present or not), after the engine's own checks."""
 
+    def upstream_rule(self, sources: Sources) -> str | None:
+        """The escape hatch for the *upstream* outcome: a rule too semantic for patterns that the
+        release carries the change, and its detail (None: it does not). Tried after
+        `upstream_patterns` and `upstream_shapes`; its outcome reports no anchors."""
+        return None
+
     def explain(self, sources: Sources, drift: AnchorDrift) -> None:
         """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
         not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
@@ -1140,7 +1153,8 @@ class DeclaredPatch(Patch):
                                                 self._shown(anchor, path)))
             else:
                 return detail, tuple(reports)
-        return None
+        rule = self.upstream_rule(sources)
+        return None if rule is None else (rule, ())
 
     def _relied_on(self, sources: Sources, anchor: Anchor) -> AnchorReport | None:
         """The report of an anchor the patch relies on (if shown); drift unless found its count."""
@@ -1194,7 +1208,7 @@ class DeclaredPatch(Patch):
             used, bound = names_of([compiled.expression] if compiled.expression is not None else compiled.piece)
             if isinstance(o.edit, Replace):
                 bound -= names_of([o.node])[1]  # what the replaced statement bound is the piece's to bind
-            free = used - bound - declared - {PLACEHOLDER}
+            free = used - bound - declared - {PLACEHOLDER, VALUE}
             if self.unshadowed_builtins and (used - bound - set(self.names)) & _BUILTINS:
                 module_names = module_names or names_of(analysis.module.body, into_defs=False)[1]
                 shadowed = sorted((used - bound - set(self.names)) & _BUILTINS & module_names)
@@ -1369,6 +1383,11 @@ class _Fill(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if isinstance(self.upstream, cst.BaseExpression) and updated_node.value == PLACEHOLDER:
             return self.upstream
+        if isinstance(self.upstream, cst.SimpleStatementLine) and updated_node.value == VALUE:
+            value = getattr(self.upstream.body[0], "value", None)
+            if not isinstance(value, cst.BaseExpression):
+                raise ValueError(f"`{VALUE}`: the anchor statement has no value")
+            return value
         return cast(cst.BaseExpression, self.captures.get(updated_node.value, updated_node))
 
 

@@ -22,12 +22,10 @@ V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of th
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
-RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 
@@ -176,12 +174,6 @@ MUTANTS = [
         "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
     ),
     (
-        "memoised-result-type: the memo key ignores floatx",
-        RESULT_TYPE,
-        "        key = [config.floatx()]\n",
-        '        key = ["float32"]\n',
-    ),
-    (
         "torch-convert-to-tensor-device: the moved tensor is detached",
         TORCH_DEVICE,
         "    UPSTREAM\n",
@@ -218,18 +210,6 @@ MUTANTS = [
         "        if get_keras_mask(outputs) is None:\n",
     ),
     (
-        "global-state-lookup-fast-path: the names a threading.local answers itself are read from its dict",
-        GLOBAL_STATE,
-        "    if type(tracker) is _forkgen_local_type and type(name) is str and name not in _forkgen_local_names:\n",
-        "    if type(tracker) is _forkgen_local_type and type(name) is str:\n",
-    ),
-    (
-        "global-state-lookup-fast-path: a missing name answers the default (set_to_default then stores nothing)",
-        GLOBAL_STATE,
-        "        attr = tracker.__dict__.get(name)\n",
-        "        attr = tracker.__dict__.get(name, default)\n",
-    ),
-    (
         "trainer-symbolic-build-skip: the held ParameterDict's values compared by key only, not identity",
         SYMBOLIC_BUILD,
         "        if held_key != key or key_order != key or held_value is not value:\n",
@@ -240,12 +220,6 @@ MUTANTS = [
         SYMBOLIC_BUILD,
         '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
         '    if "_track_variables" in state:\n',
-    ),
-    (
-        "memoised-result-type: the memo used while torch.compile traces (version 1)",
-        RESULT_TYPE,
-        '        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n',
-        "        if False:\n",
     ),
     (
         "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",

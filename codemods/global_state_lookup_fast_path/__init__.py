@@ -48,26 +48,22 @@ was closed); `set_global_attribute` and the other readers of the tracker are lef
 Applies to every release 3.0.0-3.15.1 and to keras-nightly 3.16.0.dev2026102704: all have
 this `get_global_attribute` and `import threading` (no `since`). "Already upstream" is a
 `get_global_attribute` that reads `GLOBAL_STATE_TRACKER.__dict__.get(name)` (or `vars(...)`,
-or through a local alias) without forkgen's marker. No switch: the patched look-up keeps no
+or through a local `tracker`) without forkgen's marker. No switch: the patched look-up keeps no
 state and returns what upstream's does for every input.
 """
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Replace
+from codemods.patchlib import Headers
 
-from codemods.global_state_lookup_fast_path.fast_lookup import (
-    GLOBAL_STATE_PY,
-    NAME,
-    GlobalStateLookupFastPathCommand,
-    analyze,
-    anchors,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+GLOBAL_STATE_PY = "keras/src/backend/common/global_state.py"
+FUNCTION = "get_global_attribute"
+DICT_GET = "GLOBAL_STATE_TRACKER.__dict__.get(name)"
 
 
-class GlobalStateLookupFastPath(Patch):
-    name = NAME
+class GlobalStateLookupFastPath(DeclaredPatch):
+    name = "global-state-lookup-fast-path"
     version = "1"
     headers = Headers(
         description="get_global_attribute reads a plain str name of the threading.local tracker from "
@@ -79,21 +75,30 @@ class GlobalStateLookupFastPath(Patch):
         last_update="2026-12-01",
     )
     files = (GLOBAL_STATE_PY,)
-    codemods = (GlobalStateLookupFastPathCommand,)
-
-    def check(self, sources: Sources) -> Check:
-        site = analyze(sources.module(GLOBAL_STATE_PY), sources.ast(GLOBAL_STATE_PY))
-        if site.ours:
-            return Check(Outcome.APPLIED, "the global-state look-up fast path is in (forkgen)", anchors(site), present=True)
-        if site.upstream:
-            return Check(Outcome.UPSTREAM, "get_global_attribute reads the per-thread dict", anchors(site))
-        return Check(Outcome.APPLIED, "get_global_attribute: a plain name from the per-thread dict", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        command = GlobalStateLookupFastPathCommand(
-            CodemodContext(filename=GLOBAL_STATE_PY), sources.ast(GLOBAL_STATE_PY)
-        )
-        sources.replace(GLOBAL_STATE_PY, command.transform_module(sources.module(GLOBAL_STATE_PY)))
+    #: Upstream's look-up goes in the `else` of inserted.py's guarded look-up; the local type and
+    #: its names go at module level right before the tracker's `threading.local()` (after the
+    #: imports, which `import threading` must be among as the tracker needs it).
+    edits = (
+        Replace(Anchor(FUNCTION, "attr = getattr(GLOBAL_STATE_TRACKER, name, None)",
+                       description="a plain str name is read from the calling thread's dict of the local"),
+                "get_global_attribute_lookup", rebinds=("attr",)),
+        Helper(Anchor("", "GLOBAL_STATE_TRACKER = threading.local()", reported=False), "module_level",
+               blank_lines=1, before=True),
+    )
+    relies_on = (Anchor("", "import threading", description="_forkgen_local_type and _forkgen_local_names go after the imports"),)
+    #: Upstream reading the per-thread dict itself, through the tracker or a `tracker` alias.
+    upstream_patterns = (
+        Anchor(FUNCTION, "GLOBAL_STATE_TRACKER.__dict__.get(name, ___)", expression=True, name=DICT_GET,
+               description=f"{FUNCTION} reads the per-thread dict (upstream)",
+               alternatives=("vars(GLOBAL_STATE_TRACKER).get(name, ___)", "tracker.__dict__.get(name, ___)",
+                             "vars(tracker).get(name, ___)")),
+    )
+    details = Details(
+        apply="get_global_attribute: a plain name from the per-thread dict",
+        present="the global-state look-up fast path is in (forkgen)",
+        upstream="get_global_attribute reads the per-thread dict",
+    )
 
 
 PATCH = GlobalStateLookupFastPath()
+GlobalStateLookupFastPathCommand = PATCH.command

@@ -28,30 +28,26 @@ cannot follow its `id()` look-ups, split the train step into 29 graphs instead o
 recompile limit on `convert_to_tensor` (a `jit_compile=True` fit compiled about twice as long
 and ran its steps about twice as slow as upstream's; Keras's own torch trainer tests took 3x
 as long).
+
+"Already upstream" is a `result_type` that calls a function of the module decorated with
+`functools.lru_cache`/`cache` (the PR's shape): `upstream_rule`, as no pattern can say that a
+call's target is decorated.
 """
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+import libcst as cst
 
-from codemods.memoised_result_type.memoise import (
-    DTYPES_PY,
-    NAME,
-    Analysis,
-    MemoiseResultTypeCommand,
-    analyze,
-    anchors,
-    present,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, InsertBefore
+from codemods.patchlib import Headers, Sources, walk
+
+DTYPES_PY = "keras/src/backend/common/dtypes.py"
+FUNCTION = "result_type"
+LATTICE = "_lattice_result_type"
 
 
-def _analysis(sources: Sources) -> Analysis:
-    return sources.analysed(NAME, DTYPES_PY, analyze)
-
-
-class MemoisedResultType(Patch):
-    name = NAME
+class MemoisedResultType(DeclaredPatch):
+    name = "memoised-result-type"
     #: 2: no memo while torch.compile traces (v1's id() look-ups split Dynamo's graphs).
     version = "2"
     headers = Headers(
@@ -69,21 +65,36 @@ class MemoisedResultType(Patch):
     #: The memo reads floatx through dtypes.py's module-level `config`, which 3.0-3.1 do not import
     #: (they call `backend.floatx()`): a build of 3.0.0 with the memo failed with a NameError.
     since = "3.2.0"
-    codemods = (MemoiseResultTypeCommand,)
+    codemod = "MemoiseResultTypeCommand"
+    codemod_version = "1"
+    #: The memo and its helpers after `def _lattice_result_type`; the look-up right before
+    #: result_type's `return _lattice_result_type(...)`, whose value it computes on a miss.
+    edits = (
+        Helper(Anchor("", f"def {LATTICE}(___): ___", name=f"def {LATTICE}", description="the memo goes after it"),
+               "module_level"),
+        InsertBefore(Anchor(FUNCTION, f"return {LATTICE}(___)", name=f"return {LATTICE}(...)",
+                            description=f"last statement of {FUNCTION}"), "memo_lookup"),
+    )
+    #: The key is built from the arguments as `*dtypes`.
+    relies_on = (Anchor("", f"def {FUNCTION}(*dtypes): ___", name=f"def {FUNCTION}(*dtypes)", reported=False),)
+    #: An unmarked copy of the memo is not upstream's (the PR's shape is another: `upstream_rule`).
+    upstream_forms = False
+    details = Details(apply="memoise result_type", present="memo present",
+                      upstream="result_type calls a memoised function of the module")
 
-    def check(self, sources: Sources) -> Check:
-        analysis = _analysis(sources)
-        found = anchors(analysis)
-        if analysis.upstream is not None and not analysis.lookup:
-            return Check(Outcome.UPSTREAM, f"result_type calls the memoised {analysis.upstream}", found)
-        if present(analysis):
-            return Check(Outcome.APPLIED, "memo present", found, True)
-        return Check(Outcome.APPLIED, "memoise result_type", found)
-
-    def apply(self, sources: Sources) -> None:
-        command = MemoiseResultTypeCommand(CodemodContext(filename=DTYPES_PY), _analysis(sources))
-        sources.replace(DTYPES_PY, command.transform_module(sources.module(DTYPES_PY)))
+    def upstream_rule(self, sources: Sources) -> str | None:
+        """result_type calls a function of the module decorated with lru_cache/cache, and keeps its
+        `return _lattice_result_type(...)` (the PR's shape: the uncached fallback)."""
+        if len(self.matches(sources, self.edits[1].anchor)) != 1:
+            return None
+        module = sources.module(DTYPES_PY)
+        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        decorated = {name for name, f in functions.items()
+                     if any(word in module.code_for_node(d.decorator) for d in f.decorators for word in ("lru_cache", "cache"))}
+        calls = {n.func.value for n in walk(functions[FUNCTION]) if isinstance(n, cst.Call)
+                 and isinstance(n.func, cst.Name) and n.func.value in decorated} if FUNCTION in functions else set()
+        return f"result_type calls the memoised {min(calls)}" if calls else None
 
 
 PATCH = MemoisedResultType()
-__all__ = ["PATCH", "MemoiseResultTypeCommand"]
+MemoiseResultTypeCommand = PATCH.command

@@ -800,6 +800,8 @@ def test_a_moved_file_is_read_edited_and_reported_where_the_tree_has_it() -> Non
     assert drift(patch, "").startswith(f"{PATH}:")
 
 
+
+
 def test_a_piece_may_rebind_what_upstream_binds_there() -> None:
     patch = declare(InsertBefore(Anchor("Box.get", "return found"), "rebinds", rebinds=("found",)))
     check, text = run(patch, MODULE)
@@ -952,3 +954,17 @@ def test_a_wrapped_body_appended_helpers_and_a_description_of_captures() -> None
     assert "h" in drift(patch, GATE_MODULE + "\n\ndef h():\n    pass\n")
     with pytest.raises(ValueError, match="one `UPSTREAM` line"):
         run(declare(WrapBody(gate, "helpers"), template_source=GATE_TEMPLATE), GATE_MODULE)
+
+
+def test_a_piece_may_copy_the_anchor_statements_value_and_the_upstream_rule_decides() -> None:
+    template = TEMPLATE + "\n\ndef memo(found):\n    _memo[0] = UPSTREAM_VALUE  # forkgen: test-patch\n"
+    lookup = InsertBefore(Anchor("Box.get", "return found"), "memo")
+    patch = declare(lookup, template_source=template, names={"_memo": "test"}, codemod_version="7")
+    check, text = run(patch, MODULE)
+    assert check.outcome is Outcome.APPLIED and "        _memo[0] = found  # forkgen: test-patch\n        return found\n" in text
+    # In an applied form, UPSTREAM_VALUE stands for any expression.
+    assert run(patch, text.replace("_memo[0] = found", "_memo[0] = other"))[0].present
+    plain = declare(lookup, template_source=template, names={"_memo": "t"})
+    assert (vars(patch.command)["VERSION"], vars(plain.command)["VERSION"]) == ("7", "3")
+    ruled = declare(lookup, template_source=template, names={"_memo": "test"}, upstream_rule=lambda self, sources: "by rule")
+    assert (ruled.check(sources(MODULE)).outcome, ruled.check(sources(MODULE)).detail) == (Outcome.UPSTREAM, "by rule")

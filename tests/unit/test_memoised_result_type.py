@@ -1,68 +1,25 @@
-"""Patch memoised-result-type (keras-team/keras#23336) on the synthetic dtypes.py."""
+"""Patch memoised-result-type (keras-team/keras#23336): the patched result_type answers as upstream's
+on the synthetic dtypes.py (what it makes of the code: its cases, codemods/memoised_result_type/cases.py)."""
 
 from __future__ import annotations
 
 import functools
-import textwrap
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
-from codemods.memoised_result_type import PATCH, MemoiseResultTypeCommand
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.memoised_result_type import PATCH
+from codemods.memoised_result_type.cases import AFTER
+from codemods.patchlib import Sources
 from tests.support.synthetic_dtype_fast_paths import (
     DTYPES,
     DTYPES_PY,
-    FILES,
     VARIABLES,
     load,
 )
-
-ANCHOR = '@keras_export("keras.backend.result_type")\n'
-FINAL = "        return _lattice_result_type(\n"
-#: What the patch puts after `def _lattice_result_type` (pinned: a change is a new version).
-MODULE_BLOCK = '_FORKGEN_RESULT_TYPES = {}  # forkgen: memoised-result-type\n_FORKGEN_KEY_CLASSES = {id(str): str, id(type(None)): type(None)}  # forkgen: memoised-result-type\n\n\n# forkgen: memoised-result-type\ndef _forkgen_key_class(cls):\n    """Whether `cls` is numpy\'s, torch\'s or TensorFlow\'s dtype class (remembered if so)."""\n    import sys\n\n    numpy = sys.modules.get("numpy")\n    torch = sys.modules.get("torch")\n    tf_dtypes = sys.modules.get("tensorflow.python.framework.dtypes")\n    if (\n        (numpy is not None and type(numpy.dtype) is not type and type(cls) is type(numpy.dtype))\n        or (torch is not None and cls is getattr(torch, "dtype", None))\n        or (tf_dtypes is not None and cls is getattr(tf_dtypes, "DType", None))\n    ):\n        _FORKGEN_KEY_CLASSES[id(cls)] = cls\n        return True\n    return False\n\n\n# forkgen: memoised-result-type\ndef _forkgen_result_type_key(dtypes):\n    """The memo key of `result_type(*dtypes)`, or None when an argument cannot key it."""\n    import sys\n\n    # None while torch.compile traces: Dynamo cannot follow the memo\'s id() look-ups and\n    # would split the graph there, so traced code takes upstream\'s path.\n    torch = sys.modules.get("torch")\n    if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n        return None\n    key = [config.floatx()]\n    for dtype in dtypes:\n        cls = type(dtype)\n        if _FORKGEN_KEY_CLASSES.get(id(cls)) is not cls:\n            if cls is type:\n                if dtype.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a mutable class\n                    return None\n            elif not _forkgen_key_class(cls):\n                return None\n        key.append(cls)\n        key.append(dtype)\n    return tuple(key)\n\n\n# forkgen: memoised-result-type\ndef _forkgen_memoise(key, result):\n    """Remember `result` for `key` (at most 512 entries), unless floatx changed meanwhile."""\n    if config.floatx() == key[0]:\n        if len(_FORKGEN_RESULT_TYPES) >= 512:\n            _FORKGEN_RESULT_TYPES.clear()\n        _FORKGEN_RESULT_TYPES[key] = result\n    return result\n\n\n'
-LOOKUP = textwrap.indent(
-    textwrap.dedent(
-        """\
-        if (memo_key := _forkgen_result_type_key(dtypes)) is not None:  # forkgen: memoised-result-type
-            memoised = _FORKGEN_RESULT_TYPES.get(memo_key)
-            if memoised is None:
-                memoised = _forkgen_memoise(memo_key, _lattice_result_type(
-                    *(config.floatx() if arg is None else arg for arg in dtypes),
-                ))
-            return memoised
-        """
-    ),
-    "    ",
-)
-AFTER = DTYPES.replace(ANCHOR, MODULE_BLOCK + ANCHOR, 1).replace(
-    "    return _lattice_result_type(\n", LOOKUP + "    return _lattice_result_type(\n", 1
-)
-# The upstream PR's shape (#23336, if merged as proposed): an lru_cache'd helper called from
-# result_type, with an uncached fallback for unhashable arguments.
-UPSTREAM = DTYPES.replace(ANCHOR, textwrap.dedent(
-    """\
-    @functools.lru_cache(maxsize=512)
-    def _result_type_cached(tagged, floatx):
-        return _lattice_result_type(*(floatx if d is None else d for _, d in tagged))
-
-
-    """
-) + ANCHOR, 1).replace(
-    "    return _lattice_result_type(\n",
-    "    try:\n        return _result_type_cached(tuple((type(d), d) for d in dtypes), config.floatx())\n"
-    "    except TypeError:\n        pass\n    return _lattice_result_type(\n",
-    1,
-)
-
-
-def check(source: str) -> Any:
-    return PATCH.check(Sources(lambda path: source if path == DTYPES_PY else None))
 
 
 @functools.cache
@@ -72,54 +29,8 @@ def patched(source: str = DTYPES) -> str:
     return tree.rendered()[DTYPES_PY]
 
 
-class TestMemoiseResultType(CodemodTest):
-    TRANSFORM = MemoiseResultTypeCommand
-
-    def test_inserts_the_memo_and_the_lookup(self) -> None:
-        self.assertCodemod(DTYPES, AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(UPSTREAM, UPSTREAM, expected_skip=True)
-
-
-def test_outcomes_and_the_synthetic_tree() -> None:
-    first = PATCH.check(Sources(lambda path: FILES.get(path)))
-    assert first.outcome is Outcome.APPLIED and not first.present
-    assert [(a.name, a.line) for a in first.anchors] == [("def _lattice_result_type", 42),
-                                                          ("return _lattice_result_type(...)", 67)]
+def test_the_synthetic_tree_takes_the_patch() -> None:
     assert patched() == AFTER
-    again = check(AFTER)
-    assert again.outcome is Outcome.APPLIED and again.present
-    assert check(UPSTREAM).outcome is Outcome.UPSTREAM
-
-
-@pytest.mark.parametrize(
-    ("source", "where", "found"),
-    [
-        (DTYPES.replace("def result_type(", "def promote_types("), f"{DTYPES_PY}:1:", "exactly one def result_type"),
-        (DTYPES.replace("def _lattice_result_type(", "def _lattice("), f"{DTYPES_PY}:1:", "exactly one def _lattice"),
-        (DTYPES.replace("def result_type(*dtypes)", "def result_type(*args)").replace("in dtypes", "in args"),
-         f"{DTYPES_PY}:57:", "another signature"),
-        (DTYPES.replace("        *(config.floatx() if arg is None else arg for arg in dtypes),\n    )\n",
-                        "        *(config.floatx() if arg is None else arg for arg in dtypes),\n    )\n    pass\n"),
-         f"{DTYPES_PY}:70:", "1, not last"),
-        (DTYPES.replace("    return _lattice_result_type(", "    return _least_upper_bound("), f"{DTYPES_PY}:67:", "found 0"),
-        (DTYPES.replace("        return config.floatx()\n    for", "        return _lattice_result_type()\n    for"),
-         f"{DTYPES_PY}:67:", "found 2"),
-        (AFTER.replace(LOOKUP, ""), f"{DTYPES_PY}:113:", "lookup absent"),
-        (AFTER.replace(MODULE_BLOCK, ""), f"{DTYPES_PY}:", "helpers []"),
-        (DTYPES + "\n_forkgen_memoise = None\n", f"{DTYPES_PY}:1:", "an unmarked definition"),
-    ],
-    ids=["no result_type", "no lattice", "signature", "return not last", "return reshaped", "two returns",
-         "lookup only removed", "helpers removed", "name taken"],
-)
-def test_drift(source: str, where: str, found: str) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert str(caught.value).startswith(where) and found in str(caught.value), str(caught.value)
 
 
 # -- behaviour: upstream and patched result_type side by side ---------------------------------

@@ -23,7 +23,6 @@ BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the 
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
-TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
@@ -180,12 +179,6 @@ MUTANTS = [
         RESULT_TYPE,
         "        key = [config.floatx()]\n",
         '        key = ["float32"]\n',
-    ),
-    (
-        "torch-convert-to-tensor-device: the moved tensor is detached",
-        TORCH_DEVICE,
-        "    UPSTREAM\n",
-        "    UPSTREAM\n    x = x.detach()\n",
     ),
     (
         "input-spec-single-fast-path: min_ndim is off by one",

@@ -26,6 +26,12 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     none): the piece is `if UPSTREAM: UPSTREAM` with that branch
       WrapBody(anchor, piece)       the piece becomes the body of the anchor compound statement,
                                     its old body's statements where the piece says `UPSTREAM`
+      Unwrap(anchor, piece)         the anchor compound statement (no `else`) gives way to its
+                                    body's statements, one level out; the piece is `UPSTREAM`
+                                    alone with the marker above it. Applied, the body may be any
+                                    code: a statement with the marker above it in the anchor's
+                                    scope is forkgen's form, and upstream's change is told only
+                                    by `upstream_patterns`
 
 - `details`: the one-line detail of each outcome (`Details`);
 - optionally `upstream_patterns` (anchors whose presence means the release carries the change;
@@ -548,6 +554,21 @@ class WrapBody(Edit):
     words = ("unwrapped", "wrapped", "a wrapped body")
 
 
+class Unwrap(Edit):
+    """The anchor, a compound statement without `else`, gives way to the statements of its body,
+    node for node, one level out. The piece is `UPSTREAM` alone, the marker comment above it (it
+    goes above the first of them, below the anchor's own comment lines). Applied, the body may be
+    any code: forkgen's form is a statement with the marker above it; an unmarked one cannot be
+    told from other code (declare `upstream_patterns` for upstream's)."""
+
+    words = ("to unwrap", "unwrapped", "")
+
+    def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        if len(piece) != 1 or not _is_placeholder_line(piece[0]):
+            raise ValueError(f"{self.piece}: an Unwrap piece is `{PLACEHOLDER}` alone, the marker above it")
+        return list(piece)
+
+
 def _placeholders(piece: Iterable[cst.CSTNode]) -> int:
     return sum(1 for s in piece for n in walk(s) if isinstance(n, cst.Name) and n.value == PLACEHOLDER)
 
@@ -1059,6 +1080,11 @@ class DeclaredPatch(Patch):
                         applied.append(([node], tag in module.code_for_node(statement), statement))
             return anchors, applied
         anchors += [(statement, captures, None, following) for statement, captures, following in _statement_hits(scope, pattern)]
+        if isinstance(edit, Unwrap):
+            # The unwrapped body may be any code: the marker above its first statement tells it.
+            applied += [([s], True, None) for block in _blocks(scope) for s in block
+                        if any(line.comment and tag in line.comment.value for line in _above(s))]
+            return anchors, applied
         k = len(matchers)
         for block in _blocks(scope):
             for i in range(len(block) - k + 1):
@@ -1273,6 +1299,9 @@ class DeclaredPatch(Patch):
             elif isinstance(o.edit, WrapBody):
                 _add(plan, o.node, functools.partial(_rebody, compiled.piece))
                 targets.append(o.node)
+            elif isinstance(o.edit, Unwrap):
+                _add(plan, o.node, functools.partial(_unwrap, compiled.piece))
+                targets.append(o.node)
             elif isinstance(o.edit, Prepend):
                 block = cast(cst.FunctionDef, o.node).body
                 _add(plan, block, functools.partial(_prepend, compiled.template, o.edit.blank_lines, o.edit.keep_comments))
@@ -1461,6 +1490,17 @@ def _rebody(piece: Sequence[cst.BaseStatement], statement: Any) -> Any:
     block = cast(cst.IndentedBlock, statement.body)
     filled = cast(cst.IndentedBlock, cst.IndentedBlock(body=list(piece)).visit(_Rebody(block.body)))
     return statement.with_changes(body=block.with_changes(body=filled.body))
+
+
+def _unwrap(piece: Sequence[cst.BaseStatement], statement: Any) -> cst.FlattenSentinel[cst.BaseStatement]:
+    """The statements of `statement`'s body, one level out: its comment lines (and a comment on
+    its header's line), then the piece's, above the first."""
+    block = statement.body
+    body = list(block.body) if isinstance(block, cst.IndentedBlock) else [cst.SimpleStatementLine(body=block.body)]
+    comment = (block.header if isinstance(block, cst.IndentedBlock) else block.trailing_whitespace).comment
+    header = [cst.EmptyLine(comment=comment)] if comment else []
+    first = _leading(body[0], [*_above(statement), *header, *_above(piece[0]), *_above(body[0])])
+    return cst.FlattenSentinel([first, *body[1:]])
 
 
 def _append(piece: Sequence[cst.BaseStatement], module: cst.Module) -> cst.Module:

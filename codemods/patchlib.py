@@ -538,14 +538,6 @@ NIGHTLY_TORCH_CORE_PY = "keras/src/backend/torch/ops/core.py"
 TORCH_CORE_MOVED = {TORCH_CORE_PY: NIGHTLY_TORCH_CORE_PY}
 
 
-def torch_core_path(sources: Sources) -> str:
-    """The tree's torch core module: `backend/torch/core.py`, or keras-nightly's
-    `backend/torch/ops/core.py` when only that one exists."""
-    if sources.exists(TORCH_CORE_PY) or not sources.exists(NIGHTLY_TORCH_CORE_PY):
-        return TORCH_CORE_PY
-    return NIGHTLY_TORCH_CORE_PY
-
-
 PLACEHOLDER = "UPSTREAM"
 
 

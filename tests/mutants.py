@@ -22,7 +22,6 @@ V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of th
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
-TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
@@ -172,12 +171,6 @@ MUTANTS = [
         DTYPES,
         "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
         "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-    ),
-    (
-        "torch-convert-to-tensor-device: the moved tensor is detached",
-        TORCH_DEVICE,
-        "    UPSTREAM\n",
-        "    UPSTREAM\n    x = x.detach()\n",
     ),
     (
         "input-spec-single-fast-path: min_ndim is off by one",

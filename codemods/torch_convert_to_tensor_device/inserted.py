@@ -2,8 +2,8 @@
 
 Parsed by the codemod, never imported. The piece is the body of `unconditional_move`:
 `UPSTREAM` stands for the body of upstream's `if` (its `is_meta` branch in 3.10+, its single
-`x = x.to(device)` before), which the codemod keeps node for node, one level out. The comment
-above it is the only line forkgen adds.
+`x = x.to(device)` before), which the codemod keeps node for node, one level out (`Unwrap`).
+The comment above it is the only line forkgen adds.
 """
 # ruff: noqa
 

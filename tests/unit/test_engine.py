@@ -25,6 +25,7 @@ from codemods.engine import (
     Prepend,
     Replace,
     ReplaceExpression,
+    Unwrap,
     Wrap,
     WrapBody,
     compile_pattern,
@@ -968,3 +969,40 @@ def test_a_piece_may_copy_the_anchor_statements_value_and_the_upstream_rule_deci
     assert (vars(patch.command)["VERSION"], vars(plain.command)["VERSION"]) == ("7", "3")
     ruled = declare(lookup, template_source=template, names={"_memo": "test"}, upstream_rule=lambda self, sources: "by rule")
     assert (ruled.check(sources(MODULE)).outcome, ruled.check(sources(MODULE)).detail) == (Outcome.UPSTREAM, "by rule")
+
+
+UNWRAP_MODULE = textwrap.dedent(
+    """\
+    def gate(x):
+        y = x
+        # why
+        if x is not None:  # always
+            y = f(x)
+            y = g(y)
+        return y
+    """
+)
+UNWRAP_TEMPLATE = "def unwrapped():\n    # forkgen: test-patch\n    UPSTREAM\n\n\ndef other():\n    # forkgen: test-patch\n    x = 1\n"
+
+
+def test_an_unwrapped_body() -> None:
+    unwrap = Unwrap(Anchor("gate", "if x is not None: ___"), "unwrapped")
+    upstream = Anchor("gate", "y = x\ny = f(x)")
+    patch = declare(unwrap, upstream_patterns=(upstream,), template_source=UNWRAP_TEMPLATE)
+    after = UNWRAP_MODULE.replace(
+        "    if x is not None:  # always\n        y = f(x)\n        y = g(y)\n",
+        "    # always\n    # forkgen: test-patch\n    y = f(x)\n    y = g(y)\n",
+    )
+    check, text = run(patch, UNWRAP_MODULE)
+    assert text == after and [(a.name, a.line) for a in check.anchors] == [("if x is not None: ___", 4)]
+    assert run(patch, after)[0].present
+    # Unmarked, the body is any code: upstream's only by `upstream_patterns`, else drift.
+    theirs = after.replace("    # forkgen: test-patch\n", "")
+    assert run(patch, theirs)[0].outcome is Outcome.UPSTREAM
+    assert "found 0 to unwrap and 0 unwrapped" in drift(declare(unwrap, template_source=UNWRAP_TEMPLATE), theirs)
+    assert "found 2 to unwrap" in drift(patch, UNWRAP_MODULE.replace("    return y\n", "    if x is not None:\n        pass\n    return y\n"))
+    # A body on the header's line comes out as a line of its own.
+    suite = "def gate(x):\n    if x is not None: y = f(x); y = g(y)\n    return y\n"
+    assert run(patch, suite)[1] == "def gate(x):\n    # forkgen: test-patch\n    y = f(x); y = g(y)\n    return y\n"
+    with pytest.raises(ValueError, match="`UPSTREAM` alone"):
+        run(declare(Unwrap(unwrap.anchor, "other"), template_source=UNWRAP_TEMPLATE), UNWRAP_MODULE)

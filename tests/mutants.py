@@ -25,7 +25,6 @@ DTYPES = "codemods/dtype_fast_paths/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
@@ -201,18 +200,6 @@ MUTANTS = [
         MASK_METADATA,
         "        if get_keras_mask(outputs) is not None:\n",
         "        if get_keras_mask(outputs) is None:\n",
-    ),
-    (
-        "trainer-symbolic-build-skip: the held ParameterDict's values compared by key only, not identity",
-        SYMBOLIC_BUILD,
-        "        if held_key != key or key_order != key or held_value is not value:\n",
-        "        if held_key != key or key_order != key:\n",
-    ),
-    (
-        "trainer-symbolic-build-skip: a _track_variables override no longer stops the skip",
-        SYMBOLIC_BUILD,
-        '    if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
-        '    if "_track_variables" in state:\n',
     ),
     (
         "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",

@@ -12,24 +12,14 @@ every step (~90 us and garbage for the collector; -5% of a small Transformer's t
 none is set (`_get_unbuilt_components`), which skips `_post_build` unconditionally.
 
 Carried: the early return, right after the four `*_unbuilt` flags, only when none is set AND the
-module-level helper `_forkgen_post_build_is_noop(self)` (inserted in trainer.py) says that
-`self._post_build()` would change nothing observable:
-- the `_post_build` that attribute lookup finds (no instance attribute, no custom
-  `__getattribute__`; the first class of the MRO defining it) is `keras.src.ops.operation.Operation`'s
-  (`pass`: nothing to skip); or
-- it is `keras.src.backend.torch.layer.TorchLayer`'s and either a stateless scope is active
-  (3.15.1 returns at once) or `_track_variables` is TorchLayer's too and the model already holds,
-  as `_torch_params` (read from the instance's `__dict__`/`_modules`, never through `hasattr` or
-  the `torch_params` property, which would build it), a `torch.nn.ParameterDict` whose
-  `_parameters` and `_keys` are exactly what `_track_variables` would build now: the same keys,
-  in the order a fresh `ParameterDict` built from `{v.path: v.value for v in self.variables}`
-  (the same expression, so duplicate paths collapse alike) gives them (torch sorts a plain dict's
-  items; found once per class by building a two-key one), each value the very object (`is`, never
-  `==` on tensors) `v.value` returns.
-Anything else (another `_post_build` or `_track_variables` anywhere, an unexpected type, a
-variable whose `_value` was replaced, one added or removed, a value `v.value` wraps or casts, e.g.
-under autocast) makes the helper answer no, and upstream's code runs unchanged: `_post_build` is
-called, so overrides are still called on every step.
+module-level helper `_forkgen_post_build_is_noop(self)` (inserted in trainer.py; inserted.py says
+how it decides) says that `self._post_build()` would change nothing observable: the
+`_post_build` attribute lookup finds is `Operation`'s (`pass`), or `TorchLayer`'s in a stateless
+scope, or `TorchLayer`'s with its `_track_variables` and a held `_torch_params` (read without
+running code) whose keys, order and values (`is`) are exactly what `_track_variables` would
+build now. Anything else (another `_post_build` or `_track_variables`, an unexpected type, a
+variable whose `_value` was replaced, one added or removed, a value `v.value` wraps or casts)
+answers no, and upstream's code runs unchanged (overrides are still called on every step).
 
 Why exact: a skipped `_post_build` would have replaced `_torch_params` by a `ParameterDict` with
 the same keys, the same order and the same Parameter objects, so `named_parameters()`,
@@ -37,88 +27,94 @@ the same keys, the same order and the same Parameter objects, so `named_paramete
 helper itself reads `self.variables` and `v.path`/`v.value`, which 3.15.1's `_track_variables`
 reads too (when it answers no, they are read once more by upstream's code).
 
-Left out, with why:
-- nightly's unconditional return: on torch it stops re-tracking variables whose `_value` was
-  replaced or that were removed (a behaviour change), and it skips `_post_build` overrides.
-- nightly's `_get_unbuilt_components` refactoring: no behaviour of its own.
+Left out: nightly's unconditional return (on torch it stops re-tracking variables whose `_value`
+was replaced or that were removed, a behaviour change, and it skips `_post_build` overrides) and
+its `_get_unbuilt_components` refactoring (no behaviour of its own). Nightly's bare
+`if not (model_unbuilt or ... or optimizer_unbuilt): return` after the flags is UPSTREAM.
 
 The remaining difference: where the helper answers yes on torch, 3.15.1 replaced the
-`ParameterDict` object with an equal fresh one (a new object, with torch's global module
-registration hooks called for it); the fork keeps the old object, with anything a user may have
-attached to it (hooks, attributes). Nothing Keras or torch reads depends on which of the two
-equal objects it is.
-
-"Already upstream": keras-nightly's `if not (model_unbuilt or ... or optimizer_unbuilt): return`
-right after the flags is recognised as UPSTREAM, although it is the unconditional version.
-
-No switch: the helper answers from the model's state at each call.
+`ParameterDict` object with an equal fresh one (torch's global module registration hooks called
+for it); the fork keeps the old object, with anything a user attached to it. Nothing Keras or
+torch reads depends on which of the two equal objects it is. No switch: the helper answers from
+the model's state at each call.
 
 Measured (torch 2.13, CPU, a small Transformer of 18 variables, built and compiled):
-`_symbolic_build` 214 us (3.15.1's) -> 42 us (the fork's, of which ~30 us is the helper's
-identity check); the numpy backend's trainer has its own `_symbolic_build`, which this patch
-does not touch.
+`_symbolic_build` 214 us (3.15.1's) -> 42 us (the fork's, ~30 us of it the helper's identity
+check); the numpy backend's trainer has its own `_symbolic_build`, untouched.
 
 Keras 3.0.x has no `keras/src/trainers`, 3.1.0-3.4.1 compute three flags (no
 `compile_loss_unbuilt`) and 3.5.0's `TorchLayer` tracks its variables as `torch_params`, not
-`_torch_params`: `since = "3.6.0"`. The check also reads torch/layer.py and ops/operation.py and
-reports drift unless their `_post_build`/`_track_variables` are 3.15.1's.
+`_torch_params`: `since = "3.6.0"`. The patch also relies on torch/layer.py's and
+ops/operation.py's `_post_build`/`_track_variables` being 3.15.1's (drift otherwise).
 """
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, InsertAfter
+from codemods.patchlib import Headers
 
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
-from codemods.trainer_symbolic_build_skip.early_return import (
-    ABSENT,
-    NAME,
-    OPERATION_PY,
-    OURS,
-    TORCH_LAYER_PY,
-    TRAINER_PY,
-    EarlyReturnCommand,
-    analyze,
-    anchors,
-    check_post_builds,
-)
+TRAINER_PY = "keras/src/trainers/trainer.py"
+#: Read only: the `_post_build`s the inserted helper vouches for.
+TORCH_LAYER_PY, OPERATION_PY = "keras/src/backend/torch/layer.py", "keras/src/ops/operation.py"
+METHOD = "Trainer._symbolic_build"
+FLAGS = ("model_unbuilt", "compile_metrics_unbuilt", "compile_loss_unbuilt", "optimizer_unbuilt")
+ANCHOR = "optimizer_unbuilt = (...)"
+WHERE = f"in {METHOD}: the early return goes after it"
+#: keras-nightly (3.16.0.dev2026102704): the bare early return (its class is `BaseTrainer`).
+NIGHTLY = f"if not ({' or '.join(FLAGS)}): return"
+UPSTREAM = "_symbolic_build returns early when everything is built"
+TRACK = "self._torch_params = torch.nn.ParameterDict({variable.path: variable.value for variable in self.variables})"
+#: `Operation._post_build` does nothing: `pass`, Keras's docstring, or both.
+DOC = '"""Can be overridden for per backend post build actions."""'
+NOOP = ("def _post_build(___): pass", f"def _post_build(___): {DOC}", f"def _post_build(___):\n    {DOC}\n    pass")
 
 
-class TrainerSymbolicBuildSkip(Patch):
-    name = NAME
+def _nightly(owner: str) -> tuple[Anchor, ...]:
+    return (Anchor(f"{owner}._symbolic_build", NIGHTLY, name=ANCHOR, description=WHERE),)
+
+
+class TrainerSymbolicBuildSkip(DeclaredPatch):
+    name = "trainer-symbolic-build-skip"
     version = "1"
     headers = Headers(
         description="Trainer._symbolic_build returns before self._post_build() when everything is built "
         "and that _post_build would change nothing observable.",
-        origin="keras-nightly's early return in Trainer._symbolic_build, narrowed (ours)",
-        bug=None,
-        forwarded="not-needed",
-        applied_upstream="keras-nightly 3.16.0.dev2026102704",
-        last_update="2026-12-01",
+        origin="keras-nightly's early return in Trainer._symbolic_build, narrowed (ours)", bug=None,
+        forwarded="not-needed", applied_upstream="keras-nightly 3.16.0.dev2026102704", last_update="2026-12-01",
     )
-    # The check also reads TORCH_LAYER_PY and OPERATION_PY, which nothing rewrites.
     files = (TRAINER_PY,)
-    codemods = (EarlyReturnCommand,)
     since = "3.6.0"
-
-    def check(self, sources: Sources) -> Check:
-        analysis = analyze(sources.module(TRAINER_PY), sources.ast(TRAINER_PY))
-        found = anchors(analysis)
-        if analysis.state in (ABSENT, OURS):
-            check_post_builds(
-                (sources.module(TORCH_LAYER_PY), sources.ast(TORCH_LAYER_PY)),
-                (sources.module(OPERATION_PY), sources.ast(OPERATION_PY)),
-            )
-        if analysis.state == ABSENT:
-            return Check(Outcome.APPLIED, "return early from _symbolic_build when _post_build is a no-op", found)
-        if analysis.state == OURS:
-            return Check(Outcome.APPLIED, "_symbolic_build returns early when _post_build is a no-op (forkgen)", found, present=True)
-        return Check(Outcome.UPSTREAM, "_symbolic_build returns early when everything is built", found)
-
-    def apply(self, sources: Sources) -> None:
-        module = sources.module(TRAINER_PY)
-        command = EarlyReturnCommand(CodemodContext(filename=TRAINER_PY), sources.ast(TRAINER_PY))
-        sources.replace(TRAINER_PY, command.transform_module(module))
+    codemod = "EarlyReturnCommand"
+    edits = (
+        InsertAfter(Anchor(METHOD, "optimizer_unbuilt = __", name=ANCHOR, description=WHERE), "guard"),
+        Helper(Anchor("", "class Trainer: ___", reported=False), "helper", label="the helper"),
+    )
+    #: An unmarked guard is no upstream shape (nightly's return has no helper): drift.
+    upstream_forms = False
+    #: The four flags, each assigned once and in this order (the guard reads them all); the
+    #: final `self._post_build()`, the one statement the early return skips besides the builds;
+    #: the `_post_build`/`_track_variables` of torch's layer and `Operation`, as 3.15.1 has them.
+    relies_on = (
+        *(Anchor(METHOD, f"{flag} = __", reported=False) for flag in FLAGS),
+        Anchor(METHOD, "\n".join(f"{flag} = __" for flag in FLAGS), reported=False,
+               name=f"{', '.join(FLAGS)} (in this order)"),
+        Anchor(METHOD, "self._post_build()", name="self._post_build()", description=f"the last statement of {METHOD}"),
+        Anchor("Trainer", "def _symbolic_build(___):\n    ___\n    self._post_build()", reported=False,
+               name=f"self._post_build() as the last statement of {METHOD}"),
+        Anchor("TorchLayer", "def _post_build(___):\n    if in_stateless_scope(): return\n    self._track_variables()",
+               path=TORCH_LAYER_PY, reported=False,
+               name="TorchLayer._post_build: if in_stateless_scope(): return; self._track_variables()"),
+        Anchor("TorchLayer", f"def _track_variables(___): {TRACK}", path=TORCH_LAYER_PY, reported=False,
+               name="TorchLayer._track_variables: self._torch_params = torch.nn.ParameterDict({v.path: v.value "
+               "for v in self.variables})"),
+        Anchor("Operation", NOOP[0], alternatives=NOOP[1:], path=OPERATION_PY, reported=False,
+               name="Operation._post_build: a body that does nothing (`pass`)"),
+    )
+    upstream_patterns = _nightly("Trainer")
+    upstream_shapes = ((UPSTREAM, _nightly("BaseTrainer")),)
+    details = Details("return early from _symbolic_build when _post_build is a no-op",
+                      "_symbolic_build returns early when _post_build is a no-op (forkgen)", UPSTREAM)
 
 
 PATCH = TrainerSymbolicBuildSkip()
-__all__ = ["PATCH", "EarlyReturnCommand"]
+EarlyReturnCommand = PATCH.command

@@ -1,0 +1,207 @@
+"""What `trainer-symbolic-build-skip` makes of trainer, torch layer and operation modules shaped
+like Keras's (written for these tests, not copied; run by tests/unit/test_patch_cases.py;
+tests/unit/test_trainer_symbolic_build_skip.py executes the patched module), and the breaks of its
+inserted code the equivalence suite must catch."""
+
+import textwrap
+from importlib import resources
+
+import libcst as cst
+import libcst.matchers as m
+
+from codemods.patchlib import Case, Mutant
+from tests.support import synthetic_operation_call_error_info as _operation
+
+TRAINER_PY = "keras/src/trainers/trainer.py"
+TORCH_LAYER_PY = "keras/src/backend/torch/layer.py"
+OPERATION_PY = _operation.OPERATION_PY
+
+
+def _once(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+TRAINER = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/trainers/trainer.py."""
+
+    from keras.src import backend
+
+
+    class Trainer:
+        def __init__(self):
+            self._compile_metrics = None
+            self._compile_loss = None
+            self.optimizer = None
+
+        def _symbolic_build(self, iterator=None, data_batch=None):
+            model_unbuilt = not all(layer.built for layer in self._flatten_layers())
+            compile_metrics_unbuilt = (
+                self._compile_metrics is not None and not self._compile_metrics.built
+            )
+            compile_loss_unbuilt = (
+                self._compile_loss is not None and not self._compile_loss.built
+            )
+            optimizer_unbuilt = (
+                self.optimizer is not None and not self.optimizer.built
+            )
+            if model_unbuilt or compile_metrics_unbuilt or compile_loss_unbuilt:
+                backend.compute_output_spec(self, data_batch)
+            if optimizer_unbuilt:
+                # Build the optimizer.
+                self.optimizer.build(self.trainable_variables)
+            self._post_build()
+
+
+    def model_supports_jit(model):
+        return True
+    '''
+)
+
+TORCH_LAYER = textwrap.dedent(
+    '''\
+    import torch
+
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+
+
+    class TorchLayer(torch.nn.Module):
+        def _post_build(self):
+            # Nothing to track without initialized variables.
+            if in_stateless_scope():
+                return
+            self._track_variables()
+
+        def _track_variables(self):
+            self._torch_params = torch.nn.ParameterDict(
+                {variable.path: variable.value for variable in self.variables}
+            )
+    '''
+)
+
+#: The synthetic operation.py of operation-call-error-info (whose class Operation runs to the end
+#: of the file), with Keras's `_post_build` hook appended to the class: one tree holds both.
+OPERATION = _operation.OPERATION + textwrap.indent(
+    textwrap.dedent(
+        '''
+        def _post_build(self):
+            """Can be overridden for per backend post build actions."""
+            pass
+        '''
+    ),
+    "    ",
+)
+
+FILES = {TRAINER_PY: TRAINER, TORCH_LAYER_PY: TORCH_LAYER, OPERATION_PY: OPERATION}
+
+FLAGS_END = "            self.optimizer is not None and not self.optimizer.built\n        )\n"
+MARK = "        # forkgen: trainer-symbolic-build-skip (return only when _post_build would change nothing)\n"
+GUARD = MARK + (
+    "        if (\n"
+    "            not (model_unbuilt or compile_metrics_unbuilt or compile_loss_unbuilt or optimizer_unbuilt)\n"
+    "            and _forkgen_post_build_is_noop(self)\n"
+    "        ):\n"
+    "            return\n"
+)
+HELPER_MARK = "\n\n\n# forkgen: trainer-symbolic-build-skip (helper)\n"
+#: The helper's statements as inserted.py holds them (in `def helper():`), between class Trainer
+#: and the next module-level statement; removing it and the guard gives upstream's text back.
+_TEMPLATE = cst.parse_module(
+    resources.files(__package__ or "codemods.trainer_symbolic_build_skip").joinpath("inserted.py").read_text(encoding="utf-8")
+)
+_HELPER = next(s for s in _TEMPLATE.body if m.matches(s, m.FunctionDef(name=m.Name("helper"))))
+HELPER = cst.Module(body=cst.ensure_type(cst.ensure_type(_HELPER, cst.FunctionDef).body, cst.IndentedBlock).body).code  # type: ignore[arg-type]
+HELPER = HELPER.split("\n", 1)[1].rstrip("\n")  # without its marker line
+NEXT = "\n\n\ndef model_supports_jit(model):"
+AFTER = _once(_once(TRAINER, FLAGS_END, FLAGS_END + GUARD), NEXT, HELPER_MARK + HELPER + NEXT)
+NIGHTLY_RETURN = (
+    "        if not (\n"
+    "            model_unbuilt\n"
+    "            or compile_metrics_unbuilt\n"
+    "            or compile_loss_unbuilt\n"
+    "            or optimizer_unbuilt\n"
+    "        ):\n"
+    "            return\n"
+)
+# keras-nightly's shape: the early return without the helper (class renamed BaseTrainer there).
+NIGHTLY = _once(TRAINER, FLAGS_END, FLAGS_END + NIGHTLY_RETURN)
+NIGHTLY_BASE = _once(NIGHTLY, "class Trainer:", "class BaseTrainer:")
+POST_BUILD = "        self._post_build()\n"
+SYMBOLIC_BUILD = "Trainer._symbolic_build"
+
+
+def files(trainer: str = TRAINER, **others: str) -> dict[str, str]:
+    return {**FILES, TRAINER_PY: trainer, **{{"torch_layer": TORCH_LAYER_PY, "operation": OPERATION_PY}[k]: v
+                                             for k, v in others.items()}}
+
+
+def _once_in(path: str, old: str, new: str) -> dict[str, str]:
+    return {**FILES, path: _once(FILES[path], old, new)}
+
+
+def _relied(name: str, found: str, where: str = f"in {SYMBOLIC_BUILD}") -> str:
+    return f"anchor '{name}': expected exactly one `{name}` {where}; found {found}"
+
+
+ORDER = "model_unbuilt, compile_metrics_unbuilt, compile_loss_unbuilt, optimizer_unbuilt (in this order)"
+LAST = f"self._post_build() as the last statement of {SYMBOLIC_BUILD}"
+TRACK = ("TorchLayer._track_variables: self._torch_params = torch.nn.ParameterDict({v.path: v.value for v in "
+         "self.variables})")
+
+CASES = (
+    Case("the guard right after the flags, the helper right after class Trainer", files(), AFTER,
+         detail="return early from _symbolic_build when _post_build is a no-op",
+         anchors=(("optimizer_unbuilt = (...)", 20), ("self._post_build()", 28))),
+    Case("keras-nightly: the bare early return", files(NIGHTLY), upstream=True,
+         detail="_symbolic_build returns early when everything is built", anchors=(("optimizer_unbuilt = (...)", 23),)),
+    Case("keras-nightly: the bare early return in BaseTrainer", files(NIGHTLY_BASE), upstream=True,
+         detail="_symbolic_build returns early when everything is built", anchors=(("optimizer_unbuilt = (...)", 23),)),
+    # Keras 3.1-3.4: no compile_loss_unbuilt.
+    Case("three flags", files(_once(TRAINER, "        compile_loss_unbuilt = (\n            self._compile_loss is not None "
+                                    "and not self._compile_loss.built\n        )\n", "")),
+         drift="keras/src/trainers/trainer.py:17: anchor 'compile_loss_unbuilt': expected bound where guard goes "
+         "(in Trainer._symbolic_build or at module level); found not bound"),
+    Case("the flags out of order",
+         files(_once(_once(TRAINER, "        optimizer_unbuilt = (\n            self.optimizer is not None and not "
+                           "self.optimizer.built\n        )\n", ""), "        model_unbuilt = ",
+                     "        optimizer_unbuilt = self.optimizer is not None and not self.optimizer.built\n"
+                     "        model_unbuilt = ")),
+         drift="trainer.py:12: " + _relied(ORDER, "0")),
+    Case("_post_build not last", files(_once(TRAINER, POST_BUILD, POST_BUILD + "        self.done = True\n")),
+         drift="trainer.py:6: " + _relied(LAST, "0", "in Trainer")),
+    Case("_post_build twice", files(_once(TRAINER, POST_BUILD, POST_BUILD * 2)),
+         drift="trainer.py:28: " + _relied("self._post_build()", "2")),
+    Case("_post_build gone", files(_once(TRAINER, POST_BUILD, "        pass\n")),
+         drift="trainer.py:12: " + _relied("self._post_build()", "0")),
+    Case("a helper name taken", files(TRAINER + "\n\ndef _forkgen_post_build_is_noop(model):\n    return True\n"),
+         drift="keras/src/trainers/trainer.py:35: anchor '_forkgen_post_build_is_noop': expected names free for "
+         "helper (forkgen's helper); found already bound"),
+    Case("the guard without its helper", files(_once(AFTER, HELPER_MARK + HELPER, "")),
+         drift="trainer.py:6: anchor 'trainer-symbolic-build-skip': expected all pieces present or none; found "
+         "optimizer_unbuilt = (...) forkgen's, the helper missing"),
+    Case("the guard without its marker", files(_once(AFTER, MARK, "")),
+         drift="trainer.py:20: anchor 'optimizer_unbuilt = (...)': expected to edit, or edited by forkgen; found an "
+         "edited form without forkgen's marker"),
+    # 3.5.0 tracked the variables as `torch_params`.
+    Case("torch's layer tracks torch_params",
+         _once_in(TORCH_LAYER_PY, "self._torch_params =", "self.torch_params ="),
+         drift="keras/src/backend/torch/layer.py:6: " + _relied(TRACK, "0", "in TorchLayer")),
+    Case("torch's _post_build tracks in a stateless scope too",
+         _once_in(TORCH_LAYER_PY, "        if in_stateless_scope():\n            return\n", ""),
+         drift="anchor 'TorchLayer._post_build: if in_stateless_scope(): return; self._track_variables()'"),
+    Case("Operation._post_build does something",
+         _once_in(OPERATION_PY, '        """Can be overridden for per backend post build actions."""\n        pass\n',
+                  "        self.built = True\n"),
+         drift="keras/src/ops/operation.py:7: " + _relied("Operation._post_build: a body that does nothing (`pass`)",
+                                                          "0", "in Operation")),
+)
+
+MUTANTS = (
+    Mutant("the held ParameterDict's values compared by key only, not identity",
+           "            if held_key != key or key_order != key or held_value is not value:\n",
+           "            if held_key != key or key_order != key:\n"),
+    Mutant("a _track_variables override no longer stops the skip",
+           '        if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
+           '        if "_track_variables" in state:\n'),
+)

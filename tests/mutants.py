@@ -24,8 +24,6 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
-INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
-NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
 ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
@@ -39,7 +37,6 @@ SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
 FUNCTIONAL_GRAPH = "codemods/functional_graph_fast_paths/inserted.py"
 MAX_POOL_VIEW = "codemods/torch_max_pool_channels_last/inserted.py"
 NOOP_MOVES = "codemods/torch_convert_to_tensor_noop_moves/inserted.py"
-ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 VARIABLE_VALUE = "codemods/torch_variable_value_fast_path/inserted.py"
 FLAT_TREE = "codemods/torch_tree_flat_fast_paths/inserted.py"
 
@@ -198,24 +195,6 @@ MUTANTS = [
         TORCH_DEVICE,
         "    UPSTREAM\n",
         "    UPSTREAM\n    x = x.detach()\n",
-    ),
-    (
-        "input-spec-single-fast-path: min_ndim is off by one",
-        INPUT_SPEC,
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim:\n",
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim - 1:\n",
-    ),
-    (
-        "input-spec-single-fast-path: a None input passes a spec that is not optional",
-        INPUT_SPEC,
-        "        if x is None and spec.optional:\n",
-        "        if x is None:\n",
-    ),
-    (
-        "layer-call-single-name-scope: a layer that is not built builds outside its scope",
-        NAME_SCOPE,
-        '    if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-        '    if backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
     ),
     (
         "operation-call-error-info: the arguments described are those of call(), not of the function called",
@@ -384,18 +363,6 @@ MUTANTS = [
         NOOP_MOVES,
         "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
         "        or x.dtype is not _forkgen_dtype\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",
-        ANY_SYMBOLIC,
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str)\n",
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str, tuple)\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: every leaf class learnt as a certain leaf, tensor or not",
-        ANY_SYMBOLIC,
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
     ),
     (
         "torch-variable-value-fast-path: the autocast scope ignored (an autocast variable returned uncast)",

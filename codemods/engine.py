@@ -23,7 +23,9 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
   (anchors the patch needs but does not edit: checked, and reported after the edits'),
   `upstream_forms = False` (an unmarked applied form is drift, not upstream's),
-  `names` (names the inserted code uses that the patch binds itself, with how), `codemod` (the
+  `names` (names the inserted code uses that the patch binds itself, or binds on purpose where
+  the function uses them too, with how), `fill` (what takes the place of a piece's
+  metavariables, by default the anchor's captures of the same names), `codemod` (the
   name of its libcst command) and the escape hatches, for a truly semantic rule: `verify` (a
   check of its own) and `explain` (a more telling word for drift, in the series and in the
   command run alone), with `matches` and `starts_with` to read the tree. A piece is the body of
@@ -44,6 +46,13 @@ wildcards stand for code that may be anything:
     ___       any number of them, where a sequence goes: `f(___)`, `[___]`, a body `___`
     __name    like `__`, and kept under `name` in the match's captures (two underscores and a
               lower-case name that does not end with two underscores: dunders are plain names)
+
+A pattern of several statements is a *run*: that many consecutive statements of one block,
+each matching its own (`alternatives` are runs of the same length, statement by statement); the
+anchor's line is its first statement's, `UPSTREAM` in a piece (inside one of its statements)
+stands for the whole run, and a run is named by its statements joined with "; ". A metavariable
+`__name` in a piece is filled at each anchor by `DeclaredPatch.fill` (default: what the anchor's
+pattern captured as `__name`); in the applied form it matches anything.
 
 A header a pattern leaves out matches anything: `def f(___): ___` matches any decorators and
 return annotation, `class C: ___` any bases. An `else:` it leaves out means no `else`. A body on
@@ -129,6 +138,16 @@ def _is_placeholder_line(node: cst.CSTNode) -> bool:
     )
 
 
+def _metavariable(name: str) -> bool:
+    """`__name` (not a dunder): a capture in a pattern, a value filled in a template."""
+    return bool(_CAPTURE.fullmatch(name)) and not name.endswith("__")
+
+
+def _flat(items: Iterable[Any]) -> list[Any]:
+    """`items` with a list among them (a run's matchers, where `UPSTREAM` stands) spliced in."""
+    return [x for item in items for x in (item if isinstance(item, list) else [item])]
+
+
 def _wildcard(node: cst.CSTNode) -> str | None:
     """`__` or `___` when `node`, an item of a sequence, is one of them alone."""
     inner: cst.CSTNode = node
@@ -157,6 +176,8 @@ class _Compiler:
         self.captures: list[str] = []
 
     def node(self, node: cst.CSTNode) -> Any:
+        if not self.wildcards and isinstance(node, cst.Name) and _metavariable(node.value):
+            return m.DoNotCare()  # a template's metavariable: filled per anchor (`DeclaredPatch.fill`)
         if self.placeholder is not None and (
             _is_placeholder_line(node) or isinstance(node, cst.Name) and node.value == PLACEHOLDER
         ):
@@ -172,7 +193,7 @@ class _Compiler:
                 return m.DoNotCare()
             if node.value == MANY:
                 raise ValueError(f"`{MANY}` stands for any number of items: put it where a sequence goes")
-            if _CAPTURE.fullmatch(node.value) and not node.value.endswith("__"):
+            if _metavariable(node.value):
                 name = node.value[2:]
                 if name in self.captures:
                     raise ValueError(f"metavariable `{node.value}` appears twice")
@@ -197,7 +218,7 @@ class _Compiler:
                 ] == [MANY]:
                     return m.DoNotCare()  # `(___)`: any parameters
                 else:
-                    kwargs[f.name] = [self.item(v) for v in value]
+                    kwargs[f.name] = _flat(self.item(v) for v in value)
             elif isinstance(value, cst.CSTNode):
                 kwargs[f.name] = self.node(value)
             else:
@@ -224,9 +245,12 @@ class Pattern:
     #: The libcst node type it matches (a cheap test before the matcher's; "": several).
     kind: str
     captures: tuple[str, ...]
+    #: A pattern of several statements (a run): each one's pattern (the first's is the matcher).
+    parts: tuple[Pattern, ...] = ()
 
     def match(self, node: cst.CSTNode) -> Mapping[str, cst.CSTNode] | None:
-        """The captures when `node` matches (empty without metavariables), else None."""
+        """The captures when `node` matches (empty without metavariables), else None (a run: its
+        first statement; `hits` finds whole runs)."""
         if self.kind and type(node).__name__ != self.kind:
             return None
         if not self.captures:
@@ -239,6 +263,10 @@ class Pattern:
 def compile_pattern(source: str, expression: bool = False) -> Pattern:
     """`source` (a statement, or with `expression` an expression) compiled to a matcher."""
     text = textwrap.dedent(source).strip()
+    body = () if expression else cst.parse_module(text + "\n").body
+    if len(body) > 1:
+        parts = tuple(compile_pattern(cst.Module(body=[s]).code.strip()) for s in body)
+        return Pattern(text, parts[0].matcher, parts[0].kind, tuple(c for p in parts for c in p.captures), parts)
     node: cst.CSTNode = cst.parse_expression(text) if expression else cst.parse_statement(text)
     compiler = _Compiler(wildcards=True)
     matcher = compiler.node(node)
@@ -253,6 +281,11 @@ def compile_either(sources: tuple[str, ...], expression: bool = False) -> Patter
     first, *others = (compile_pattern(s, expression) for s in sources)
     if any(o.captures != first.captures for o in others):
         raise ValueError(f"alternatives of {first.source!r} capture other names")
+    if others and (first.parts or any(o.parts for o in others)):  # runs: statement by statement
+        if any(len(o.parts) != len(first.parts) for o in others):
+            raise ValueError(f"alternatives of {first.source!r} are runs of other lengths")
+        parts = tuple(compile_either(tuple(x.parts[i].source for x in (first, *others))) for i in range(len(first.parts)))
+        return Pattern(first.source, parts[0].matcher, parts[0].kind, first.captures, parts)
     kind = first.kind if all(o.kind == first.kind for o in others) else ""
     return Pattern(first.source, m.OneOf(first.matcher, *(o.matcher for o in others)), kind,
                    first.captures) if others else first
@@ -283,7 +316,8 @@ class Anchor:
 
     @property
     def title(self) -> str:
-        return self.name or self.compiled.source
+        pattern = self.compiled
+        return self.name or "; ".join(p.source for p in pattern.parts) or pattern.source
 
     @property
     def compiled(self) -> Pattern:
@@ -610,6 +644,27 @@ def _in_scope(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from _direct(scope)
 
 
+def _hits(pattern: Pattern, scope: cst.CSTNode) -> list[tuple[cst.CSTNode, Mapping[str, cst.CSTNode]]]:
+    """The statements of `scope` matching `pattern`, with its captures; for a run, the first
+    statement of each run of consecutive statements of one block matching it."""
+    if not pattern.parts:
+        return [(s, c) for s in _in_scope(scope) if (c := pattern.match(s)) is not None]
+    found: list[tuple[cst.CSTNode, Mapping[str, cst.CSTNode]]] = []
+    for block in _blocks(scope):
+        for i in range(len(block) - len(pattern.parts) + 1):
+            matched = [p.match(s) for p, s in zip(pattern.parts, block[i:], strict=False)]
+            if all(c is not None for c in matched):
+                found.append((block[i], {k: v for c in matched if c for k, v in c.items()}))
+    return found
+
+
+def _run(scope: cst.CSTNode, first: cst.CSTNode, length: int) -> list[cst.CSTNode]:
+    """The statements after `first` in its block of `scope`, to make a run of `length`."""
+    block = next(b for b in _blocks(scope) if any(s is first for s in b))
+    start = next(i for i, s in enumerate(block) if s is first)
+    return list(block[start + 1:start + length])
+
+
 def _blocks(scope: cst.CSTNode) -> Iterator[Sequence[cst.BaseStatement]]:
     """The statement sequences of `scope` an applied form may sit in."""
     if isinstance(scope, cst.FunctionDef):
@@ -749,7 +804,8 @@ class DeclaredPatch(Patch):
     #: An applied form without forkgen's marker is upstream's (False: drift, upstream's change
     #: having another shape, told by `upstream_patterns`).
     upstream_forms: ClassVar[bool] = True
-    #: Names the inserted code reads that the patch binds itself: name -> how.
+    #: Names the inserted code reads that the patch binds itself, or binds on purpose where the
+    #: function uses them too (upstream's own variable, set as upstream's code would): name -> how.
     names: ClassVar[Mapping[str, str]] = {}
     #: The template module beside the declaration, or its text (`template_source`).
     template: ClassVar[str] = "inserted.py"
@@ -777,6 +833,11 @@ class DeclaredPatch(Patch):
         """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
         not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
 
+    def fill(self, edit: Edit, captures: Mapping[str, cst.CSTNode]) -> Mapping[str, cst.CSTNode]:
+        """What takes the place of each metavariable `__name` of `edit`'s piece at one anchor, by
+        name (default: what the anchor's pattern captured under that name)."""
+        return captures
+
     def starts_with(self, sources: Sources, scope: str, pattern: str, path: str | None = None) -> bool:
         """Whether the first statement of function `scope` (after a docstring) matches `pattern`."""
         path = path or self.files[0]
@@ -795,7 +856,7 @@ class DeclaredPatch(Patch):
         if anchor.expression:
             hits = [n for s in _in_scope(scope) for n in _expressions(s) if anchor.compiled.match(n) is not None]
         else:
-            hits = [s for s in _in_scope(scope) if anchor.compiled.match(s) is not None]
+            hits = [s for s, _ in _hits(anchor.compiled, scope)]
         at = lines(module, hits)
         return [(n, at[id(n)]) for n in hits]
 
@@ -875,10 +936,7 @@ class DeclaredPatch(Patch):
                     elif type(node).__name__ == kinds[0] and m.matches(node, matchers[0]):
                         applied.append(([node], tag in module.code_for_node(statement), statement))
             return anchors, applied
-        for statement in _in_scope(scope):
-            captures = pattern.match(statement)
-            if captures is not None:
-                anchors.append((statement, captures, None))
+        anchors += [(statement, captures, None) for statement, captures in _hits(pattern, scope)]
         k = len(matchers)
         for block in _blocks(scope):
             for i in range(len(block) - k + 1):
@@ -1014,13 +1072,13 @@ class DeclaredPatch(Patch):
         module_names: set[str] | None = None
         for o in analysis.todo:
             used, bound = names_of(self.compiled(o.edit).piece)
-            free = used - bound - declared - {PLACEHOLDER}
+            free = {n for n in used - bound - declared - {PLACEHOLDER} if not _metavariable(n)}
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
                 if free or bound:
                     scope_used, scope_bound = names_of([o.scope.body], into_defs=False)
                     free -= scope_bound
-                    clash = sorted(bound & (scope_used | scope_bound))
+                    clash = sorted((bound - set(self.names)) & (scope_used | scope_bound))
                     if clash:
                         raise AnchorDrift(analysis.shown, o.line, f"{o.edit.anchor.scope}: {', '.join(clash)}",
                                           f"names free for {o.edit.piece}", "used")
@@ -1054,7 +1112,7 @@ class DeclaredPatch(Patch):
             compiled = self.compiled(o.edit)
             if isinstance(o.edit, ReplaceExpression):
                 assert o.statement is not None and compiled.expression is not None
-                _add(plan, o.node, functools.partial(_fill, compiled.expression))
+                _add(plan, o.node, functools.partial(_fill, compiled.expression, values=self.fill(o.edit, o.captures)))
                 _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
                 extra |= ancestors(o.statement, o.node)
@@ -1064,7 +1122,11 @@ class DeclaredPatch(Patch):
                 targets.append(o.node)
                 extra.add(id(block))
             else:
-                _add(plan, o.node, functools.partial(_splice, compiled.template))
+                parts = len(o.edit.anchor.compiled.parts)
+                rest = _run(cast(cst.CSTNode, o.scope), o.node, parts) if parts else []
+                _add(plan, o.node, functools.partial(_splice, compiled.template, self.fill(o.edit, o.captures), rest))
+                for statement in rest:  # a run: its first statement takes them along
+                    _add(plan, statement, lambda _: cst.RemovalSentinel.REMOVE)
                 targets.append(o.node)
         return statement_ancestors(analysis.module, targets) | extra, plan
 
@@ -1090,7 +1152,10 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         matcher = _Compiler(False, edit.anchor.compiled.matcher).node(small.value)
         return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
     template = tuple(edit.template(piece))
-    placeholder = None if isinstance(edit, Prepend) else edit.anchor.compiled.matcher
+    pattern = None if isinstance(edit, Prepend) else edit.anchor.compiled
+    placeholder = pattern and ([p.matcher for p in pattern.parts] or pattern.matcher)
+    if pattern and pattern.parts and any(_is_placeholder_line(s) for s in template):
+        raise ValueError(f"{patch.name}: {edit.piece}: a run's `{PLACEHOLDER}` goes inside a statement of the piece")
     matchers = tuple(_Compiler(False, placeholder).item(s) for s in template)
     return _Compiled(piece, template, matchers, tuple(_seq_kind(x) for x in matchers))
 
@@ -1110,32 +1175,43 @@ def _docstring(body: Sequence[cst.BaseStatement]) -> int:
 
 
 class _Fill(cst.CSTTransformer):
-    def __init__(self, upstream: cst.CSTNode) -> None:
+    def __init__(self, upstream: cst.CSTNode, values: Mapping[str, cst.CSTNode], rest: Sequence[cst.CSTNode]) -> None:
         super().__init__()
         self.upstream = upstream
+        self.values = values
+        self.rest = rest
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         if _is_placeholder_line(updated_node) and isinstance(self.upstream, cst.BaseStatement):
-            # Upstream's statement, node for node; the template's comment lines above `UPSTREAM` stay.
-            return self.upstream.with_changes(leading_lines=updated_node.leading_lines)
+            # Upstream's statement (a run: its statements), node for node; the template's comment
+            # lines above `UPSTREAM` stay.
+            first = self.upstream.with_changes(leading_lines=updated_node.leading_lines)
+            return cst.FlattenSentinel([first, *cast(Sequence[cst.BaseStatement], self.rest)]) if self.rest else first
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if isinstance(self.upstream, cst.BaseExpression) and updated_node.value == PLACEHOLDER:
             return self.upstream
+        if _metavariable(updated_node.value):
+            if updated_node.value[2:] not in self.values:
+                raise ValueError(f"no value for the piece's `{updated_node.value}` (`DeclaredPatch.fill`)")
+            return cast(cst.BaseExpression, self.values[updated_node.value[2:]])
         return updated_node
 
 
-def _fill(template: cst.CSTNode, upstream: cst.CSTNode) -> Any:
-    return template.visit(_Fill(upstream))
+def _fill(template: cst.CSTNode, upstream: cst.CSTNode, values: Mapping[str, cst.CSTNode] | None = None,
+          rest: Sequence[cst.CSTNode] = ()) -> Any:
+    return template.visit(_Fill(upstream, values or {}, rest))
 
 
-def _splice(template: Sequence[cst.BaseStatement], upstream: cst.BaseStatement) -> Any:
-    """The statements of `template`, `UPSTREAM` replaced by `upstream`; upstream's comment lines
-    above it move above the first (as `patchlib.fill` does)."""
-    out = [cast(cst.BaseStatement, _fill(t, upstream)) for t in template]
+def _splice(template: Sequence[cst.BaseStatement], values: Mapping[str, cst.CSTNode], rest: Sequence[cst.CSTNode],
+            upstream: cst.BaseStatement) -> Any:
+    """The statements of `template`, `UPSTREAM` replaced by `upstream` (and the `rest` of its
+    run), metavariables by `values`; upstream's comment lines above it move above the first (as
+    `patchlib.fill` does)."""
+    out = [cast(cst.BaseStatement, _fill(t, upstream, values, rest)) for t in template]
     out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)
 

@@ -28,7 +28,6 @@ ERROR_INFO = "codemods/operation_call_error_info/inserted.py"
 TORCH_TREE = "codemods/torch_tree_leaf_shortcut/inserted.py"
 TRAINER_BATCH = "codemods/torch_trainer_batch_size/inserted.py"
 NODE_TYPE = "codemods/torch_tree_node_type_fast_path/inserted.py"
-MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 CONV_SINGLE_COPY = "codemods/torch_conv_single_copy/inserted.py"
 TRAINING_ONLY = "codemods/layer_call_training_only_conversion/inserted.py"
 FLAT_CONVERSION = "codemods/layer_call_flat_conversion/inserted.py"
@@ -243,18 +242,6 @@ MUTANTS = [
         NODE_TYPE,
         "        if not issubclass(node_type, tuple):\n",
         "        if True:\n",
-    ),
-    (
-        "a single output is never given its computed mask",
-        MASK_METADATA,
-        "        flat_outputs = [outputs]\n",
-        "        flat_outputs = []\n",
-    ),
-    (
-        "a single output without a mask returns early",
-        MASK_METADATA,
-        "        if get_keras_mask(outputs) is not None:\n",
-        "        if get_keras_mask(outputs) is None:\n",
     ),
     (
         "torch-conv-single-copy: conv gets the caller's memory while autograd records",

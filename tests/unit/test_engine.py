@@ -736,3 +736,56 @@ def test_the_command_alone_runs_verify() -> None:
     patch = declare(*WRAP.edits, verify=verify)
     with pytest.raises(AnchorDrift, match="^/x/pkg/mod.py:2: anchor 'verify'"):
         patch.command(CodemodContext(filename="/x/pkg/mod.py")).transform_module(cst.parse_module(MODULE))
+
+
+RUN_TEMPLATE = '''\
+def around(self, key, default):
+    if __key is None:  # forkgen: test-patch
+        found = None
+        return default
+    else:
+        UPSTREAM
+'''
+#: Two statements of Box.get, a run; `__key` captured, filled into the piece.
+LOOKUP_RUN = "found = helper(self.value, __key)\nif found is None: return default"
+
+
+def test_a_run_anchor_and_metavariables_filled_in_the_piece() -> None:
+    def patch(**extra: Any) -> DeclaredPatch:
+        return declare(Wrap(Anchor("Box.get", LOOKUP_RUN, alternatives=(
+            "found = helper(__key, self.value)\nif found is None: return default",)), "around"),
+            template_source=RUN_TEMPLATE, **extra)
+
+    named = patch(names={"found": "upstream's own variable"})
+    after = edited("""\
+        # find it
+        found = helper(self.value, key)
+        if found is None:
+            return default
+""", """\
+        # find it
+        if key is None:  # forkgen: test-patch
+            found = None
+            return default
+        else:
+            found = helper(self.value, key)
+            if found is None:
+                return default
+""")
+    check, text = run(named, MODULE)
+    assert text == after and [(a.name, a.line) for a in check.anchors] == [(LOOKUP_RUN.replace("\n", "; "), 18)]
+    assert run(named, after)[0].present
+    swapped = edited("helper(self.value, key)", "helper(key, self.value)")
+    assert run(named, swapped)[1] == after.replace("helper(self.value, key)", "helper(key, self.value)")
+    # The run is its statements one after the other: another statement between them is drift.
+    assert "found 0" in drift(named, edited("            return default\n", "            return default\n", edited(
+        "        found = helper(self.value, key)\n", "        found = helper(self.value, key)\n        x = 1\n")))
+    # Binding a name the function uses is drift unless declared in `names`.
+    assert "expected names free for around; found used" in drift(patch(), MODULE)
+
+    def fill(self: DeclaredPatch, edit: Edit, captures: Any) -> dict[str, cst.CSTNode]:
+        return {"key": cst.Name("other")}
+
+    assert "if other is None:" in run(patch(names={"found": ""}, fill=fill), MODULE)[1]
+    with pytest.raises(ValueError, match="a run's `UPSTREAM` goes inside"):
+        run(declare(InsertBefore(Anchor("Box.get", LOOKUP_RUN), "count")), MODULE)

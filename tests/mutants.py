@@ -24,12 +24,8 @@ BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 RESULT_TYPE = "codemods/memoised_result_type/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
-INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
-NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
-MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
 GLOBAL_STATE = "codemods/global_state_lookup_fast_path/inserted.py"
 SYMBOLIC_BUILD = "codemods/trainer_symbolic_build_skip/inserted.py"
-ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -188,36 +184,6 @@ MUTANTS = [
         "    UPSTREAM\n    x = x.detach()\n",
     ),
     (
-        "input-spec-single-fast-path: min_ndim is off by one",
-        INPUT_SPEC,
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim:\n",
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim - 1:\n",
-    ),
-    (
-        "input-spec-single-fast-path: a None input passes a spec that is not optional",
-        INPUT_SPEC,
-        "        if x is None and spec.optional:\n",
-        "        if x is None:\n",
-    ),
-    (
-        "layer-call-single-name-scope: a layer that is not built builds outside its scope",
-        NAME_SCOPE,
-        '    if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-        '    if backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-    ),
-    (
-        "a single output is never given its computed mask",
-        MASK_METADATA,
-        "        flat_outputs = [outputs]\n",
-        "        flat_outputs = []\n",
-    ),
-    (
-        "a single output without a mask returns early",
-        MASK_METADATA,
-        "        if get_keras_mask(outputs) is not None:\n",
-        "        if get_keras_mask(outputs) is None:\n",
-    ),
-    (
         "global-state-lookup-fast-path: the names a threading.local answers itself are read from its dict",
         GLOBAL_STATE,
         "    if type(tracker) is _forkgen_local_type and type(name) is str and name not in _forkgen_local_names:\n",
@@ -246,18 +212,6 @@ MUTANTS = [
         RESULT_TYPE,
         '        if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n',
         "        if False:\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",
-        ANY_SYMBOLIC,
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str)\n",
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str, tuple)\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: every leaf class learnt as a certain leaf, tensor or not",
-        ANY_SYMBOLIC,
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
     ),
 ]
 

@@ -40,7 +40,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   (anchors the patch needs but does not edit: checked, and reported after the edits'),
   `upstream_forms = False` (an unmarked applied form is drift, not upstream's), `report_paths`
   (the anchors of the patch's first file are reported with their file too),
-  `names` (names the inserted code uses that the patch binds itself, with how), `moved` (a
+  `names` (names the inserted code uses that the patch binds itself, with how), `fill` (what
+  takes the place of a piece's metavariables, by default the anchor's captures), `moved` (a
   declared file -> where some releases have it instead: a tree with only that one is read,
   edited and reported there), `unshadowed_builtins` (a builtin the inserted code reads, bound
   at module level, is drift), `codemod` (the
@@ -81,10 +82,15 @@ wildcards stand for code that may be anything:
     __name    like `__`, and kept under `name` in the match's captures (two underscores and a
               lower-case name that does not end with two underscores: dunders are plain names)
 
-A pattern of several statements matches a run of consecutive statements of one block (the
-anchor's line is its first's); a `Replace` takes the place of them all (its piece has no
-`UPSTREAM` then). A piece may use the anchor's metavariables: each `__name` in it is the code the
-anchor captured there, node for node (in the applied form, any code).
+A pattern of several statements is a *run*: that many consecutive statements of one block, each
+matching its own (`alternatives` are runs of the same length, matched statement by statement);
+the anchor's line is its first statement's, and an unnamed run is called by its statements
+joined with "; ". A `Replace` of a run takes the place of them all; `UPSTREAM` in its piece or in
+a `Wrap`'s, inside one of the piece's statements, stands for the whole run, node for node (an
+edit whose `UPSTREAM` is a line of the template's own, InsertBefore, InsertAfter or Helper, takes
+no run). A metavariable `__name` in a piece is filled at each anchor by `DeclaredPatch.fill`
+(default: the code the anchor's pattern captured as `__name`, node for node); in the applied
+form it matches any code.
 
 A header a pattern leaves out matches anything: `def f(___): ___` matches any decorators and
 return annotation, `class C: ___` any bases. An `else:` it leaves out means no `else`. A body on
@@ -173,6 +179,16 @@ def _is_placeholder_line(node: cst.CSTNode) -> bool:
     )
 
 
+def _metavariable(name: str) -> bool:
+    """`__name` (not a dunder): a capture in a pattern, a value filled in a template."""
+    return bool(_CAPTURE.fullmatch(name)) and not name.endswith("__")
+
+
+def _flat(items: Iterable[Any]) -> list[Any]:
+    """`items` with a list among them (a run's matchers, where `UPSTREAM` stands) spliced in."""
+    return [x for item in items for x in (item if isinstance(item, list) else [item])]
+
+
 def _wildcard(node: cst.CSTNode) -> str | None:
     """`__` or `___` when `node`, an item of a sequence, is one of them alone."""
     inner: cst.CSTNode = node
@@ -195,20 +211,21 @@ class _Compiler:
     """Source nodes to libcst matchers: every field but layout, wildcards (in patterns) and the
     `UPSTREAM` placeholder (in templates) replaced by what they stand for."""
 
-    def __init__(self, wildcards: bool, placeholder: Any = None, metavariables: Iterable[str] = ()) -> None:
+    def __init__(self, wildcards: bool, placeholder: Any = None) -> None:
         self.wildcards = wildcards
+        #: In a template: the anchor's matcher (a run: the list of its statements' matchers).
         self.placeholder = placeholder
         self.captures: list[str] = []
-        #: In a template: the anchor's `__name`s, which stand for the code it captured.
-        self.metavariables = frozenset(f"__{name}" for name in metavariables)
 
     def node(self, node: cst.CSTNode) -> Any:
+        if not self.wildcards and isinstance(node, cst.Name) and _metavariable(node.value):
+            return m.DoNotCare()  # a template's metavariable: filled per anchor (`DeclaredPatch.fill`)
         if self.placeholder is not None and (
             _is_placeholder_line(node) or isinstance(node, cst.Name) and node.value == PLACEHOLDER
         ):
+            if isinstance(self.placeholder, list) and not _is_placeholder_line(node):
+                raise ValueError(f"a run's `{PLACEHOLDER}` is a line of its own")
             return self.placeholder
-        if isinstance(node, cst.Name) and node.value in self.metavariables:
-            return m.DoNotCare()
         if self.placeholder is not None and isinstance(node, cst.Name) and node.value == VALUE:
             return m.DoNotCare()  # a copy of the anchor statement's value
         if isinstance(node, cst.SimpleStatementSuite) and self.wildcards:
@@ -222,7 +239,7 @@ class _Compiler:
                 return m.DoNotCare()
             if node.value == MANY:
                 raise ValueError(f"`{MANY}` stands for any number of items: put it where a sequence goes")
-            if _CAPTURE.fullmatch(node.value) and not node.value.endswith("__"):
+            if _metavariable(node.value):
                 name = node.value[2:]
                 if name in self.captures:
                     raise ValueError(f"metavariable `{node.value}` appears twice")
@@ -247,7 +264,7 @@ class _Compiler:
                 ] == [MANY]:
                     return m.DoNotCare()  # `(___)`: any parameters
                 else:
-                    kwargs[f.name] = [self.item(v) for v in value]
+                    kwargs[f.name] = _flat(self.item(v) for v in value)
             elif isinstance(value, cst.CSTNode):
                 kwargs[f.name] = self.node(value)
             else:
@@ -274,11 +291,17 @@ class Pattern:
     #: The libcst node type it matches (a cheap test before the matcher's; "": several).
     kind: str
     captures: tuple[str, ...]
-    #: A pattern of several statements: the matchers of those after the first.
-    following: tuple[Any, ...] = ()
+    #: A pattern of several statements (a run): each statement's pattern (the first's is the matcher).
+    parts: tuple[Pattern, ...] = ()
+
+    @property
+    def following(self) -> tuple[Pattern, ...]:
+        """A run: the patterns of the statements after its first."""
+        return self.parts[1:]
 
     def match(self, node: cst.CSTNode) -> Mapping[str, cst.CSTNode] | None:
-        """The captures when `node` matches (empty without metavariables), else None."""
+        """The captures when `node` matches (empty without metavariables), else None (a run: its
+        first statement's; `match_run` matches the whole run)."""
         if self.kind and type(node).__name__ != self.kind:
             return None
         if not self.captures:
@@ -289,13 +312,15 @@ class Pattern:
     def match_run(self, block: Sequence[cst.CSTNode], i: int) -> Mapping[str, cst.CSTNode] | None:
         """The captures when the statements of `block` from `i` on match (every statement of a
         pattern of several), else None."""
-        run = block[i:i + 1 + len(self.following)]
-        captures = self.match(run[0]) if len(run) == 1 + len(self.following) else None
-        for node, matcher in zip(run[1:], self.following, strict=True):
-            found = m.extract(node, matcher) if captures is not None else None
-            if captures is None or found is None:
+        run = block[i:i + len(self.parts)]
+        if len(run) != len(self.parts):
+            return None
+        captures: dict[str, cst.CSTNode] = {}
+        for node, part in zip(run, self.parts, strict=True):
+            found = part.match(node)
+            if found is None:
                 return None
-            captures = {**captures, **cast(Mapping[str, cst.CSTNode], found)}
+            captures.update(found)
         return captures
 
 
@@ -308,21 +333,26 @@ def compile_pattern(source: str, expression: bool = False) -> Pattern:
     """`source` (a statement, or with `expression` an expression) compiled to a matcher."""
     text = textwrap.dedent(source).strip()
     node: cst.CSTNode
-    body: Sequence[cst.BaseStatement] = ()
     if expression and _KEYWORD.match(text):
         # A keyword argument, `name=<expression>`: the argument of a call.
         node = cst.ensure_type(cst.parse_expression(f"f({text})"), cst.Call).args[0]
     elif expression:
         node = cst.parse_expression(text)
     else:
-        body = cst.parse_module(text).body
-        node = body[0] if len(body) > 1 else cst.parse_statement(text)
+        body = cst.parse_module(text + "\n").body
+        if len(body) > 1:  # a run: each statement its own pattern
+            parts = tuple(compile_pattern(cst.Module(body=[s]).code.strip()) for s in body)
+            captures = tuple(c for p in parts for c in p.captures)
+            twice = sorted({c for c in captures if captures.count(c) > 1})
+            if twice:
+                raise ValueError(f"metavariable `__{twice[0]}` appears twice")
+            return Pattern(text, parts[0].matcher, parts[0].kind, captures, parts)
+        node = cst.parse_statement(text)
     compiler = _Compiler(wildcards=True)
     matcher = compiler.node(node)
     if not isinstance(matcher, m.BaseMatcherNode) or _wildcard(node):
         raise ValueError(f"pattern {source!r} is a wildcard alone: it would match anything")
-    following = tuple(compiler.item(s) for s in body[1:])
-    return Pattern(text, matcher, type(node).__name__, tuple(compiler.captures), following)
+    return Pattern(text, matcher, type(node).__name__, tuple(compiler.captures))
 
 
 @functools.cache
@@ -331,8 +361,11 @@ def compile_either(sources: tuple[str, ...], expression: bool = False) -> Patter
     first, *others = (compile_pattern(s, expression) for s in sources)
     if any(o.captures != first.captures for o in others):
         raise ValueError(f"alternatives of {first.source!r} capture other names")
-    if others and any(p.following for p in (first, *others)):
-        raise ValueError(f"a pattern of several statements has no alternatives: {first.source!r}")
+    if others and (first.parts or any(o.parts for o in others)):  # runs: statement by statement
+        if any(len(o.parts) != len(first.parts) for o in others):
+            raise ValueError(f"alternatives of {first.source!r} are runs of other lengths")
+        parts = tuple(compile_either(tuple(x.parts[i].source for x in (first, *others))) for i in range(len(first.parts)))
+        return Pattern(first.source, parts[0].matcher, parts[0].kind, first.captures, parts)
     kind = first.kind if all(o.kind == first.kind for o in others) else ""
     return Pattern(first.source, m.OneOf(first.matcher, *(o.matcher for o in others)), kind,
                    first.captures) if others else first
@@ -367,7 +400,10 @@ class Anchor:
 
     @property
     def title(self) -> str:
-        return self.name or self.compiled.source
+        if self.name:
+            return self.name
+        pattern = self.compiled
+        return "; ".join(p.source for p in pattern.parts) or pattern.source
 
     @property
     def compiled(self) -> Pattern:
@@ -763,7 +799,7 @@ def _statement_hits(scope: cst.CSTNode, pattern: Pattern) -> Iterator[
         tuple[cst.CSTNode, Mapping[str, cst.CSTNode], tuple[cst.CSTNode, ...]]]:
     """Each statement of `scope` matching `pattern`, its captures and (a pattern of several
     statements: a run of consecutive ones in one block) the statements after it in the run."""
-    if not pattern.following:
+    if not pattern.parts:
         for statement in _in_scope(scope):
             captures = pattern.match(statement)
             if captures is not None:
@@ -961,6 +997,11 @@ class DeclaredPatch(Patch):
     def explain(self, sources: Sources, drift: AnchorDrift) -> None:
         """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
         not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
+
+    def fill(self, edit: Edit, captures: Mapping[str, cst.CSTNode]) -> Mapping[str, cst.CSTNode]:
+        """What takes the place of each metavariable `__name` of `edit`'s piece at one anchor, by
+        name (default: what the anchor's pattern captured under that name)."""
+        return captures
 
     def starts_with(self, sources: Sources, scope: str, pattern: str, path: str | None = None) -> bool:
         """Whether the first statement of function `scope` (after a docstring) matches `pattern`."""
@@ -1234,15 +1275,13 @@ class DeclaredPatch(Patch):
             used, bound = names_of([compiled.expression] if compiled.expression is not None else compiled.piece)
             if isinstance(o.edit, Replace):
                 bound -= names_of([o.node])[1]  # what the replaced statement bound is the piece's to bind
-            free = used - bound - declared - {PLACEHOLDER, VALUE}
+            free = {n for n in used - bound - declared - {PLACEHOLDER, VALUE} if not _metavariable(n)}
             if self.unshadowed_builtins and (used - bound - set(self.names)) & _BUILTINS:
                 module_names = module_names or names_of(analysis.module.body, into_defs=False)[1]
                 shadowed = sorted((used - bound - set(self.names)) & _BUILTINS & module_names)
                 if shadowed:
                     raise AnchorDrift(analysis.shown, o.line, ", ".join(shadowed),
                                       f"the builtins {o.edit.piece} reads", "bound at module level")
-            if not isinstance(o.edit, (Prepend, Append)):
-                free -= {f"__{c}" for c in o.edit.anchor.compiled.captures}
             if isinstance(o.edit, (AddElse, WrapBody)):
                 bound -= names_of([o.node])[1]  # rebinding what the anchor statement binds
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
@@ -1285,7 +1324,7 @@ class DeclaredPatch(Patch):
             if isinstance(o.edit, ReplaceExpression):
                 assert o.statement is not None and compiled.expression is not None
                 fill = _fill_value if isinstance(o.node, cst.Arg) else _fill
-                _add(plan, o.node, functools.partial(fill, compiled.expression, captures=o.captures))
+                _add(plan, o.node, functools.partial(fill, compiled.expression, values=self.fill(o.edit, o.captures)))
                 if o.edit.marked:
                     _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
@@ -1309,9 +1348,9 @@ class DeclaredPatch(Patch):
                 extra.add(id(block))
             else:
                 _add(plan, o.node, functools.partial(_splice, compiled.template, o.edit.keep_comments,
-                                                     captures=o.captures))
+                                                     self.fill(o.edit, o.captures), o.following))
                 targets.append(o.node)
-                for statement in o.following:  # the rest of a pattern of several statements
+                for statement in o.following:  # a run: its first statement takes the rest along
                     _add(plan, statement, lambda _: cst.RemovalSentinel.REMOVE)
         return statement_ancestors(analysis.module, targets) | extra, plan
 
@@ -1343,14 +1382,14 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
             args = [n for n in walk(small.value) if isinstance(n, cst.Arg) and m.matches(n, m.Arg(keyword=anchor.keyword))]
             if len(args) != 1:
                 raise ValueError(f"{patch.name}: {edit.piece}: no one keyword argument to take the anchor's place")
-            value = _Compiler(False, anchor.value, edit.anchor.compiled.captures).node(args[0].value)
+            value = _Compiler(False, anchor.value).node(args[0].value)
             return _Compiled(piece, piece, (m.Arg(keyword=anchor.keyword, value=value),), ("Arg",), args[0].value)
-        matcher = _Compiler(False, anchor, edit.anchor.compiled.captures).node(small.value)
+        matcher = _Compiler(False, anchor).node(small.value)
         return _Compiled(piece, piece, (matcher,), (type(small.value).__name__,), small.value)
     if isinstance(edit, AddElse):
         branch = getattr(piece[0], "orelse", None) if len(piece) == 1 and isinstance(piece[0], cst.If) else None
         anchor = edit.anchor.compiled.matcher
-        if branch is None or not isinstance(anchor, m.If):
+        if branch is None or not isinstance(anchor, m.If) or edit.anchor.compiled.parts:
             raise ValueError(f"{patch.name}: {edit.piece}: an AddElse piece is one `if` with a branch, at an `if`")
         # The anchor's own matcher, with the piece's branch where the anchor has none.
         matcher = dataclasses.replace(anchor, orelse=_Compiler(False).node(branch))
@@ -1359,6 +1398,8 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         if _placeholders(piece) != 1:
             raise ValueError(f"{patch.name}: {edit.piece}: a WrapBody piece has one `{PLACEHOLDER}` line")
         anchor = edit.anchor.compiled.matcher
+        if edit.anchor.compiled.parts:
+            raise ValueError(f"{patch.name}: {edit.piece}: a WrapBody anchor is one compound statement, not a run")
         options = anchor.options if isinstance(anchor, m.OneOf) else (anchor,)
         block = _Compiler(False, _BODY).node(cst.IndentedBlock(body=list(piece)))
         wrapped = []
@@ -1370,11 +1411,12 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         matcher = wrapped[0] if len(wrapped) == 1 else m.OneOf(*wrapped)
         return _Compiled(piece, piece[:1], (matcher,), (_seq_kind(wrapped[0]),))
     pattern = None if isinstance(edit, (Prepend, Append)) else edit.anchor.compiled
-    if pattern and pattern.following and (not isinstance(edit, Replace) or _placeholders(piece)):
-        raise ValueError(f"{patch.name}: {edit.piece}: a pattern of several statements is replaced, without `{PLACEHOLDER}`")
     template = tuple(edit.template(piece))
-    matchers = tuple(_Compiler(False, pattern and pattern.matcher, pattern.captures if pattern else ()).item(s)
-                     for s in template)
+    if pattern and pattern.parts and any(_is_placeholder_line(s) for s in template):
+        raise ValueError(f"{patch.name}: {edit.piece}: a run's `{PLACEHOLDER}` goes inside a statement of the piece "
+                         "(a pattern of several statements is replaced or wrapped)")
+    placeholder = pattern and ([p.matcher for p in pattern.parts] or pattern.matcher)
+    matchers = tuple(_Compiler(False, placeholder).item(s) for s in template)
     return _Compiled(piece, template, matchers, tuple(_seq_kind(x) for x in matchers))
 
 
@@ -1394,19 +1436,22 @@ def _docstring(body: Sequence[cst.BaseStatement]) -> int:
 
 class _Fill(cst.CSTTransformer):
     def __init__(self, upstream: cst.CSTNode, keep_comments: bool = False,
-                 captures: Mapping[str, cst.CSTNode] | None = None) -> None:
+                 values: Mapping[str, cst.CSTNode] | None = None, rest: Sequence[cst.CSTNode] = ()) -> None:
         super().__init__()
         self.upstream = upstream
         self.keep_comments = keep_comments
-        self.captures = {f"__{name}": node for name, node in (captures or {}).items()}
+        self.values = values or {}
+        self.rest = rest
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         if _is_placeholder_line(updated_node) and isinstance(self.upstream, cst.BaseStatement):
-            # Upstream's statement, node for node; the template's comment lines above `UPSTREAM` stay.
+            # Upstream's statement (a run: its statements), node for node; the template's comment
+            # lines above `UPSTREAM` stay.
             kept = _above(self.upstream) if self.keep_comments else []
-            return self.upstream.with_changes(leading_lines=[*kept, *updated_node.leading_lines])
+            first = self.upstream.with_changes(leading_lines=[*kept, *updated_node.leading_lines])
+            return cst.FlattenSentinel([first, *cast(Sequence[cst.BaseStatement], self.rest)]) if self.rest else first
         return updated_node
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
@@ -1417,25 +1462,29 @@ class _Fill(cst.CSTTransformer):
             if not isinstance(value, cst.BaseExpression):
                 raise ValueError(f"`{VALUE}`: the anchor statement has no value")
             return value
-        return cast(cst.BaseExpression, self.captures.get(updated_node.value, updated_node))
+        if _metavariable(updated_node.value):
+            if updated_node.value[2:] not in self.values:
+                raise ValueError(f"no value for the piece's `{updated_node.value}` (`DeclaredPatch.fill`)")
+            return cast(cst.BaseExpression, self.values[updated_node.value[2:]])
+        return updated_node
 
 
 def _fill(template: cst.CSTNode, upstream: cst.CSTNode, keep_comments: bool = False,
-          captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
-    return template.visit(_Fill(upstream, keep_comments, captures))
+          values: Mapping[str, cst.CSTNode] | None = None, rest: Sequence[cst.CSTNode] = ()) -> Any:
+    return template.visit(_Fill(upstream, keep_comments, values, rest))
 
 
-def _fill_value(template: cst.CSTNode, upstream: cst.Arg, captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
+def _fill_value(template: cst.CSTNode, upstream: cst.Arg, values: Mapping[str, cst.CSTNode] | None = None) -> Any:
     """A keyword argument anchor: its value takes the template's place (`UPSTREAM`: its value)."""
-    return upstream.with_changes(value=_fill(template, upstream.value, captures=captures))
+    return upstream.with_changes(value=_fill(template, upstream.value, values=values))
 
 
-def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, upstream: cst.BaseStatement,
-            captures: Mapping[str, cst.CSTNode] | None = None) -> Any:
-    """The statements of `template`, `UPSTREAM` replaced by `upstream` and the anchor's `__name`s
-    by what it captured; upstream's comment lines above it move above the first (as
+def _splice(template: Sequence[cst.BaseStatement], keep_comments: bool, values: Mapping[str, cst.CSTNode],
+            rest: Sequence[cst.CSTNode], upstream: cst.BaseStatement) -> Any:
+    """The statements of `template`, `UPSTREAM` replaced by `upstream` (and the `rest` of its
+    run), metavariables by `values`; upstream's comment lines above it move above the first (as
     `patchlib.fill` does), unless `keep_comments`."""
-    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments, captures)) for t in template]
+    out = [cast(cst.BaseStatement, _fill(t, upstream, keep_comments, values, rest)) for t in template]
     if not keep_comments:
         out[0] = _leading(out[0], [*_above(upstream), *_above(out[0])])
     return out[0] if len(out) == 1 else cst.FlattenSentinel(out)

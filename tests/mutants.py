@@ -22,10 +22,6 @@ V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of th
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
-INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
-NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
-MASK_METADATA = "codemods/layer_call_single_tensor_bookkeeping/inserted.py"
-ANY_SYMBOLIC = "codemods/any_symbolic_tensors_leaf_fast_path/inserted.py"
 
 #: (name, template file, the lines to change, their replacement)
 MUTANTS = [
@@ -170,48 +166,6 @@ MUTANTS = [
         DTYPES,
         "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
         "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-    ),
-    (
-        "input-spec-single-fast-path: min_ndim is off by one",
-        INPUT_SPEC,
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim:\n",
-        "        if spec.min_ndim is not None and ndim < spec.min_ndim - 1:\n",
-    ),
-    (
-        "input-spec-single-fast-path: a None input passes a spec that is not optional",
-        INPUT_SPEC,
-        "        if x is None and spec.optional:\n",
-        "        if x is None:\n",
-    ),
-    (
-        "layer-call-single-name-scope: a layer that is not built builds outside its scope",
-        NAME_SCOPE,
-        '    if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-        '    if backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope\n',
-    ),
-    (
-        "a single output is never given its computed mask",
-        MASK_METADATA,
-        "        flat_outputs = [outputs]\n",
-        "        flat_outputs = []\n",
-    ),
-    (
-        "a single output without a mask returns early",
-        MASK_METADATA,
-        "        if get_keras_mask(outputs) is not None:\n",
-        "        if get_keras_mask(outputs) is None:\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: tuples taken for plain leaves (a KerasTensor in a tuple missed)",
-        ANY_SYMBOLIC,
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str)\n",
-        "    _forkgen_any_symbolic_plain_types = (bool, int, float, str, tuple)\n",
-    ),
-    (
-        "any-symbolic-tensors-leaf-fast-path: every leaf class learnt as a certain leaf, tensor or not",
-        ANY_SYMBOLIC,
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))\n",
-        "            _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x)\n",
     ),
 ]
 

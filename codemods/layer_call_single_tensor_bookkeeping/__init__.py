@@ -45,25 +45,32 @@ the fast path depends only on its argument.
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext
+from collections.abc import Mapping
 
-from codemods.layer_call_single_tensor_bookkeeping.mask_fast_path import (
-    LAYER_PY,
-    NAME,
-    MaskFastPathCommand,
-    Site,
-    analyze,
-    anchors,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+import libcst as cst
+
+from codemods.engine import Anchor, DeclaredPatch, Details, Edit, Wrap
+from codemods.patchlib import Headers
+
+LAYER_PY = "keras/src/layers/layer.py"
+FUNCTION = "Layer._set_mask_metadata"
+#: Upstream's first three statements, a run kept node for node in the `else` of inserted.py.
+#: `__read` is how the release reads `x`'s mask (`mask_already_computed = ...`, its words below).
+TOP = """
+flat_outputs = tree.flatten(outputs)
+mask_already_computed = all(__read is not None for x in flat_outputs)
+if mask_already_computed:
+    return
+"""
+#: The reads of a mask: `backend.get_keras_mask(x)` (3.4-3.15.1), a bare `get_keras_mask(x)`
+#: (nightly), `getattr(x, "_keras_mask", None)` (3.0-3.3): the fast path reads `outputs`' alike.
+READS = ("backend.get_keras_mask(x)", "get_keras_mask(x)", "getattr(x, __, None)")
+READ = Anchor(FUNCTION, f"mask_already_computed = all({READS[0]} is not None for x in flat_outputs)", reported=False,
+              alternatives=tuple(f"mask_already_computed = all({r} is not None for x in flat_outputs)" for r in READS[1:]))
 
 
-def _site(sources: Sources) -> Site:
-    return sources.analysed(NAME, LAYER_PY, analyze)
-
-
-class LayerCallSingleTensorBookkeeping(Patch):
-    name = NAME
+class LayerCallSingleTensorBookkeeping(DeclaredPatch):
+    name = "layer-call-single-tensor-bookkeeping"
     version = "1"
     headers = Headers(
         description="Layer._set_mask_metadata: a single (non-nested) output is checked for a mask "
@@ -76,17 +83,24 @@ class LayerCallSingleTensorBookkeeping(Patch):
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
-    codemods = (MaskFastPathCommand,)
+    codemod = "MaskFastPathCommand"
+    #: `flat_outputs`: upstream's own variable, set to what its tree.flatten(outputs) would return.
+    edits = (Wrap(Anchor(FUNCTION, TOP, description=f"top of {FUNCTION}", name="flat_outputs = tree.flatten(outputs); "
+                         "mask_already_computed = all(...); if mask_already_computed: return"), "leaf_outputs",
+                  rebinds=("flat_outputs",)),)
+    #: The read is one of those the fast path knows how to write for `outputs` (`fill`).
+    relies_on = (READ,)
+    names = {"tree": "layer.py's `from keras.src import tree` (not checked before the engine)"}
+    #: An unmarked leaf test is no upstream shape: drift.
+    upstream_forms = False
+    details = Details(apply="test a non-nested output's mask before flattening",
+                      present="the leaf fast path is in (forkgen)", upstream="")
 
-    def check(self, sources: Sources) -> Check:
-        site = _site(sources)
-        if site.ours:
-            return Check(Outcome.APPLIED, "the leaf fast path is in (forkgen)", anchors(site), present=True)
-        return Check(Outcome.APPLIED, "test a non-nested output's mask before flattening", anchors(site))
-
-    def apply(self, sources: Sources) -> None:
-        command = MaskFastPathCommand(CodemodContext(filename=LAYER_PY), sources.ast(LAYER_PY), _site(sources))
-        sources.replace(LAYER_PY, command.transform_module(sources.module(LAYER_PY)))
+    def fill(self, edit: Edit, captures: Mapping[str, cst.CSTNode]) -> Mapping[str, cst.CSTNode]:
+        """`__outputs_mask`: upstream's read of `x`'s mask, made to read `outputs`' (its first argument)."""
+        read = cst.ensure_type(captures["read"], cst.Call)
+        return {"outputs_mask": read.with_changes(args=[read.args[0].with_changes(value=cst.Name("outputs")), *read.args[1:]])}
 
 
 PATCH = LayerCallSingleTensorBookkeeping()
+MaskFastPathCommand = PATCH.command

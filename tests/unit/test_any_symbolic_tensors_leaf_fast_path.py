@@ -1,4 +1,6 @@
-"""Patch any-symbolic-tensors-leaf-fast-path on synthetic keras_tensor modules."""
+"""Patch any-symbolic-tensors-leaf-fast-path: upstream's and the patched `any_symbolic_tensors` run
+side by side on a synthetic keras_tensor module (the codemod's cases and drift are in
+codemods/any_symbolic_tensors_leaf_fast_path/cases.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import types
 import pytest
 
 from codemods.any_symbolic_tensors_leaf_fast_path import PATCH
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.patchlib import Outcome, Sources
 from tests.support import synthetic_any_symbolic_tensors_leaf_fast_path as synthetic
 from tests.support.synthetic import load_module
 
@@ -25,63 +27,6 @@ def patched(text: str = SOURCE) -> str:
     assert PATCH.check(s).outcome is Outcome.APPLIED
     PATCH.apply(s)
     return s.rendered()[PATH]
-
-
-def test_check_and_apply_inserts_the_guard_around_upstreams_statement() -> None:
-    check = PATCH.check(sources(SOURCE))
-    assert (check.outcome, check.present) == (Outcome.APPLIED, False)
-    assert [(a.name, a.line) for a in check.anchors] == [("if tree.is_nested(x):", 16)]
-    new = patched()
-    assert "# forkgen: any-symbolic-tensors-leaf-fast-path" in new
-    assert new.count("tree.is_nested(x)") == 2  # upstream's test, and the learning helper's
-    loop = new[new.index("def any_symbolic_tensors"):]
-    order = ["isinstance(x, KerasTensor)", "leaf = _forkgen_any_symbolic_leaf_types.get(type(x))", "continue",
-             "if tree.is_nested(x):", "if leaf is None:"]
-    assert [loop.index(s) for s in order] == sorted(loop.index(s) for s in order)
-    assert new.index("_forkgen_any_symbolic_leaf_types = {}") < new.index("def any_symbolic_tensors")
-    compile(new, PATH, "exec")
-
-
-def test_rerun_is_a_noop_with_present() -> None:
-    new = patched()
-    check = PATCH.check(sources(new))
-    assert (check.outcome, check.present) == (Outcome.APPLIED, True)
-
-
-def test_unmarked_leaf_skip_is_upstream() -> None:
-    upstream = SOURCE.replace(
-        "            if tree.is_nested(x):\n",
-        "            if x is None:\n                continue\n            if tree.is_nested(x):\n",
-    )
-    assert PATCH.check(sources(upstream)).outcome is Outcome.UPSTREAM
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        (("            if tree.is_nested(x):\n", "            if tree.is_leaf(x):\n"), "exactly one `if tree.is_nested(x):`"),
-        (("            if isinstance(x, KerasTensor):\n                return True\n", ""),
-         "the first statement of the loop"),
-        (("        for x in items:", "        for y in items:"), "exactly one `for x in ...` loop"),
-    ],
-)
-def test_drift_is_reported_precisely(change: tuple[str, str], message: str) -> None:
-    text = SOURCE.replace(*change)
-    assert text != SOURCE
-    with pytest.raises(AnchorDrift, match="keras_tensor.py") as error:
-        PATCH.check(sources(text))
-    assert message in str(error.value)
-
-
-def test_taken_helper_name_is_drift() -> None:
-    with pytest.raises(AnchorDrift, match="_forkgen_any_symbolic_learn"):
-        PATCH.check(sources(SOURCE + "\n\ndef _forkgen_any_symbolic_learn(x):\n    pass\n"))
-
-
-def test_statement_after_the_nested_test_is_drift() -> None:
-    text = SOURCE.replace("    return False\n", "            print(x)\n    return False\n")
-    with pytest.raises(AnchorDrift, match="the loop's second and last statement"):
-        PATCH.check(sources(text))
 
 
 def _modules(monkeypatch: pytest.MonkeyPatch) -> tuple[types.ModuleType, types.ModuleType]:

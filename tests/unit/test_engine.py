@@ -864,8 +864,10 @@ def test_a_run_of_statements_replaced_with_the_captured_code() -> None:
                    MODULE.replace("        if found is None:\n", "        pass\n        if found is None:\n"))
     assert "found 0" in drift(RUN, apart)
     assert compile_pattern("a = 1\nb = __x").following and compile_pattern("a = 1").following == ()
+    # A run is replaced or wrapped: an edit whose `UPSTREAM` is a line of its own takes none.
+    after_run = InsertAfter(Anchor("Box.get", "a = 1\nb = 2"), "count")
     with pytest.raises(ValueError, match="several statements"):
-        declare(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard")).compiled(Wrap(Anchor("Box.get", "a = 1\nb = 2"), "guard"))
+        declare(after_run).compiled(after_run)
 
 
 # -- a branch, an unmarked operand, a wrapped body, appended helpers ------------------------------
@@ -1006,3 +1008,56 @@ def test_an_unwrapped_body() -> None:
     assert run(patch, suite)[1] == "def gate(x):\n    # forkgen: test-patch\n    y = f(x); y = g(y)\n    return y\n"
     with pytest.raises(ValueError, match="`UPSTREAM` alone"):
         run(declare(Unwrap(unwrap.anchor, "other"), template_source=UNWRAP_TEMPLATE), UNWRAP_MODULE)
+
+
+WRAP_RUN_TEMPLATE = '''\
+def around(self, key, default):
+    if __key is None:  # forkgen: test-patch
+        found = None
+        return default
+    else:
+        UPSTREAM
+'''
+#: Two statements of Box.get, a run; `__key` captured, filled into the piece.
+LOOKUP_RUN = "found = helper(self.value, __key)\nif found is None: return default"
+
+
+def test_a_run_anchor_and_metavariables_filled_in_the_piece() -> None:
+    def patch(rebinds: tuple[str, ...] = ("found",), **extra: Any) -> DeclaredPatch:
+        return declare(Wrap(Anchor("Box.get", LOOKUP_RUN, alternatives=(
+            "found = helper(__key, self.value)\nif found is None: return default",)), "around", rebinds=rebinds),
+            template_source=WRAP_RUN_TEMPLATE, **extra)
+
+    named = patch()
+    after = edited("""\
+        # find it
+        found = helper(self.value, key)
+        if found is None:
+            return default
+""", """\
+        # find it
+        if key is None:  # forkgen: test-patch
+            found = None
+            return default
+        else:
+            found = helper(self.value, key)
+            if found is None:
+                return default
+""")
+    check, text = run(named, MODULE)
+    assert text == after and [(a.name, a.line) for a in check.anchors] == [(LOOKUP_RUN.replace("\n", "; "), 18)]
+    assert run(named, after)[0].present
+    swapped = edited("helper(self.value, key)", "helper(key, self.value)")
+    assert run(named, swapped)[1] == after.replace("helper(self.value, key)", "helper(key, self.value)")
+    # The run is its statements one after the other: another statement between them is drift.
+    assert "found 0" in drift(named, edited("            return default\n", "            return default\n", edited(
+        "        found = helper(self.value, key)\n", "        found = helper(self.value, key)\n        x = 1\n")))
+    # Binding a name the function uses is drift unless the edit `rebinds` it.
+    assert "expected names free for around; found used" in drift(patch(()), MODULE)
+
+    def fill(self: DeclaredPatch, edit: Edit, captures: Any) -> dict[str, cst.CSTNode]:
+        return {"key": cst.Name("other")}
+
+    assert "if other is None:" in run(patch(fill=fill), MODULE)[1]
+    with pytest.raises(ValueError, match="a run's `UPSTREAM` goes inside"):
+        run(declare(InsertBefore(Anchor("Box.get", LOOKUP_RUN), "count")), MODULE)

@@ -1,161 +1,18 @@
-"""Patch layer-call-single-name-scope (keras-team/keras#23301) on synthetic Layer modules."""
+"""Patch layer-call-single-name-scope (keras-team/keras#23301): upstream's and the patched Layer
+(codemods/layer_call_single_name_scope/cases.py) side by side on a Keras-like name-scope stack;
+the codemod's cases and drift are in that cases.py."""
 
 from __future__ import annotations
 
-import textwrap
 import types
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
 
-from codemods.layer_call_single_name_scope import PATCH, SingleNameScopeCommand
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.layer_call_single_name_scope.cases import AFTER, BEFORE, NIGHTLY
 from tests.support.synthetic import load_module
 
-LAYER = "keras/src/layers/layer.py"
-GUARD = 'if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope'
-
-# A Layer shaped like Keras 3.2-3.15.1's around step 4, runnable against `Backend` below.
-BEFORE = textwrap.dedent(
-    """\
-    class Layer:
-        def __init__(self, name):
-            self.name = name
-            self.built = False
-            self._parent_path = None
-
-        def __call__(self, *args, **kwargs):
-            call_spec = CallSpec(args, kwargs)
-
-            ################
-            # 4. Call build
-            with self._open_name_scope():
-                self._maybe_build(call_spec)
-
-            ####################
-            # 7. Call the layer.
-            with self._open_name_scope():
-                outputs = self.call(*args, **kwargs)
-                self.built = True
-            return outputs
-
-        def _maybe_build(self, call_spec):
-            if self.built:
-                return
-            self.build(call_spec.first_arg)
-
-        def build(self, shape):
-            with self._open_name_scope():
-                self.built_at = backend.current_path()
-            self.built = True
-
-        def _open_name_scope(self):
-            if self._parent_path is None:
-                self._parent_path = backend.current_path()
-            return backend.name_scope(self.name, caller=self)
-    """
-)
-AFTER = BEFORE.replace(
-    "        with self._open_name_scope():\n            self._maybe_build(call_spec)\n",
-    f"        {GUARD}\n"
-    "            self._maybe_build(call_spec)\n"
-    "        else:\n"
-    "            with self._open_name_scope():\n"
-    "                self._maybe_build(call_spec)\n",
-)
-# keras-nightly's shape (#23301): `_maybe_build` opens the scope after its early return.
-NIGHTLY = BEFORE.replace(
-    "        with self._open_name_scope():\n            self._maybe_build(call_spec)\n",
-    "        self._maybe_build(call_spec)\n",
-).replace(
-    "        self.build(call_spec.first_arg)\n",
-    "        with self._open_name_scope():\n            self._build_from_call_spec(call_spec)\n",
-)
-# Keras 3.0-3.1: no `_open_name_scope` yet.
-OLD = BEFORE.replace(
-    "        with self._open_name_scope():\n            self._maybe_build(call_spec)\n",
-    "        with backend.name_scope(self.name, caller=self):\n            self._maybe_build(call_spec)\n",
-)
-OLD_AFTER = AFTER.replace(
-    "            with self._open_name_scope():\n                self._maybe_build(call_spec)\n",
-    "            with backend.name_scope(self.name, caller=self):\n                self._maybe_build(call_spec)\n",
-)
-
-
-def check(source: str) -> Any:
-    return PATCH.check(Sources(lambda path: source if path == LAYER else None))
-
-
-class TestSingleNameScope(CodemodTest):
-    TRANSFORM = SingleNameScopeCommand
-
-    def test_guards_the_build_step_scope_and_nothing_else(self) -> None:
-        self.assertCodemod(BEFORE, AFTER)
-
-    def test_the_3_0_scope(self) -> None:
-        self.assertCodemod(OLD, OLD_AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(AFTER, AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(NIGHTLY, NIGHTLY, expected_skip=True)
-
-
-def test_outcomes() -> None:
-    before = check(BEFORE)
-    assert before.outcome is Outcome.APPLIED and not before.present
-    assert [(a.name, a.line) for a in before.anchors] == [
-        ("with self._open_name_scope(): self._maybe_build(call_spec)", 12)
-    ]
-    assert check(OLD).outcome is Outcome.APPLIED
-    for source in (AFTER, OLD_AFTER):
-        present = check(source)
-        assert present.outcome is Outcome.APPLIED and present.present
-    nightly = check(NIGHTLY)
-    assert nightly.outcome is Outcome.UPSTREAM and [a.line for a in nightly.anchors] == [12]
-
-
-def test_apply_leaves_everything_else_byte_identical_and_is_idempotent() -> None:
-    sources = Sources(lambda path: BEFORE if path == LAYER else None)
-    PATCH.apply(sources)
-    assert sources.rendered() == {LAYER: AFTER}
-    again = Sources(lambda path: AFTER if path == LAYER else None)
-    assert PATCH.check(again).present and again.rendered() == {}
-
-
-WITH = "        with self._open_name_scope():\n            self._maybe_build(call_spec)\n"
-
-
-@pytest.mark.parametrize(
-    ("source", "anchor", "found", "line"),
-    [
-        (BEFORE.replace(WITH, WITH + WITH), "with self._open_name_scope(): self._maybe_build(call_spec)", "found 2", 12),
-        (BEFORE.replace(WITH, WITH + "            self.counted = True\n"),
-         "with self._open_name_scope(): self._maybe_build(call_spec)", "0 scope(s) in _maybe_build", 13),
-        (BEFORE.replace(WITH, "        self._maybe_build(call_spec)\n"),
-         "with self._open_name_scope(): self._maybe_build(call_spec)", "1 `self._maybe_build(call_spec)` and 0", 12),
-        (BEFORE.replace("        if self.built:\n            return\n", "        if self.built and self.ok:\n            return\n"),
-         "if self.built: return", "another statement", 12),
-        (BEFORE.replace("        if self.built:\n            return\n", ""), "if self.built: return", "another statement", 12),
-        (BEFORE.replace("    def _maybe_build(", "    def maybe_build("), "Layer._maybe_build", "found 0", 1),
-        (AFTER.replace("  # forkgen: layer-call-single-name-scope", ""),
-         "with self._open_name_scope(): self._maybe_build(call_spec)", "without forkgen's marker", 12),
-    ],
-    ids=["two scopes", "scope around more", "scope gone without nightly's", "early return reshaped",
-         "early return gone", "no _maybe_build", "unmarked guard"],
-)
-def test_drift(source: str, anchor: str, found: str, line: int) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        check(source)
-    assert caught.value.anchor == anchor and found in str(caught.value), str(caught.value)
-    assert (caught.value.path, caught.value.line) == (LAYER, line)
-
-
-# -- behaviour: upstream and patched side by side, on a Keras-like name-scope stack -----------
 
 class Backend:
     """Keras's name-scope stack (dedup of the same caller and name; a caller's `_parent_path`

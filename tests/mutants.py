@@ -17,150 +17,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMON = "codemods/callspec_fast_path/templates/callspec_common.py"
-V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
-BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
-BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
 DTYPES = "codemods/dtype_fast_paths/inserted.py"
 
-#: (name, template file, the lines to change, their replacement)
-MUTANTS = [
-    (
-        "share the plan's argument_names between calls",
-        COMMON,
-        "        self.argument_names = list(plan.argument_names)\n",
-        "        self.argument_names = plan.argument_names\n",
-    ),
-    (
-        "drop the tensor check from the guard",
-        COMMON,
-        "            and is_backend_tensor_or_symbolic(args[0])\n",
-        "            and args[0] is not None\n",
-    ),
-    (
-        "arguments_dict aliases user_arguments_dict",
-        COMMON,
-        "        arguments_dict = {name: first_arg}\n",
-        "        arguments_dict = self.user_arguments_dict\n",
-    ),
-    (
-        "eager always True",
-        COMMON,
-        "        self.eager = not isinstance(first_arg, KerasTensor)\n",
-        "        self.eager = True\n",
-    ),
-    (
-        "tensor defaults count as plain",
-        V3_V4,
-        "        if is_backend_tensor_or_symbolic(value):\n            return False\n",
-        "        if False:\n            return False\n",
-    ),
-    (
-        "positional-only training allowed",
-        COMMON,
-        "            and parameter.kind is inspect.Parameter.POSITIONAL_ONLY\n",
-        "            and parameter.kind is None\n",
-    ),
-    # The extension (v2, CallSpec._fast_bound): each a one-line break the field matrix or
-    # the models catch.
-    (
-        "extension: the **kwargs dict is the call's kwargs dict",
-        BOUND,
-        "                    extra = {}\n",
-        "                    extra = kwargs\n",
-    ),
-    (
-        "extension: keyword-bound arguments in kwargs order, not signature order",
-        BOUND,
-        "        self.user_arguments_dict = user_arguments\n",
-        "        self.user_arguments_dict = {**{n: user_arguments[n] for n in kwargs if n in user_arguments},"
-        " **user_arguments}\n",
-    ),
-    (
-        "extension (V4): popped call-context arguments kept last in user_arguments_dict",
-        BOUND_V4,
-        "    return {**popped, **user_arguments}\n",
-        "    return {**user_arguments, **popped}\n",
-    ),
-    (
-        "extension: call-context arguments call() does not take are not popped from kwargs",
-        BOUND,
-        "            popped = {name: kwargs.pop(name) for name in popped_names}\n",
-        "            popped = {name: kwargs[name] for name in popped_names}\n",
-    ),
-    (
-        "extension (V4): call-context arguments popped even when call() takes them",
-        BOUND_V4,
-        "        if name in kwargs and name not in bindings.parameter_names\n",
-        "        if name in kwargs\n",
-    ),
-    (
-        "extension (V4): training popped even when it is no longer a call-context argument",
-        BOUND_V4,
-        "        for name in layer._call_context_args\n",
-        '        for name in {"training"} | set(layer._call_context_args)\n',
-    ),
-    (
-        "extension: an unbound *args is [] instead of ()",
-        BOUND,
-        "                    value = ()\n",
-        "                    value = []\n",
-    ),
-    (
-        "extension: an unbound **kwargs is one {} shared by every call",
-        BOUND,
-        "                value = {}\n",
-        "                value = _callspec_fast_bindings.__dict__\n",
-    ),
-    (
-        "extension: an argument passed positionally and as a keyword binds",
-        BOUND,
-        "                    return None  # also passed as a keyword\n",
-        "                    pass  # also passed as a keyword\n",
-    ),
-    (
-        "extension: a missing required argument binds",
-        BOUND,
-        "                    return None  # a required argument is missing\n",
-        "                    value = default  # a required argument is missing\n",
-    ),
-    (
-        "extension: too many positional arguments bind (the extra one dropped)",
-        BOUND,
-        "        if count > positional_count and bindings.var_positional is None:\n",
-        "        if count > positional_count + 1 and bindings.var_positional is None:\n",
-    ),
-    (
-        "extension: eager ignores nested tensor arguments",
-        BOUND,
-        "                nested_names.append(name)\n                eager = False\n",
-        "                nested_names.append(name)\n                eager = eager\n",
-    ),
-    (
-        "extension: the tensor class cache records every class as not symbolic",
-        BOUND,
-        "                tensor_types[value.__class__] = symbolic\n",
-        "                tensor_types[value.__class__] = False\n",
-    ),
-    (
-        "extension (V4): a nested value mixing tensors and non-tensors is plain",
-        BOUND_V4,
-        "        if any(is_backend_tensor_or_symbolic(x) for x in flat_values):\n            return None\n",
-        "        if any(is_backend_tensor_or_symbolic(x) for x in flat_values):\n            return False\n",
-    ),
-    (
-        "extension: lists are plain values",
-        BOUND,
-        "_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str)\n",
-        "_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str, list)\n",
-    ),
-    (
-        "extension: first_arg is the first positional argument",
-        BOUND,
-        "        self.first_arg = arguments[bindings.first_name]\n",
-        "        self.first_arg = args[0] if args else arguments[bindings.first_name]\n",
-    ),
-    # The backports: a one-line break of each patch's inserted code.
+#: Mutants declared outside the packages (none: every patch declares its own, in its cases.py).
+MUTANTS: list[tuple[str, str, str, str]] = [
     (
         "dtype-fast-paths: the fast path accepts str subclasses",
         DTYPES,
@@ -168,7 +28,6 @@ MUTANTS = [
         "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
     ),
 ]
-
 
 
 def declared_mutants() -> list[tuple[str, str, str, str]]:

@@ -1,0 +1,103 @@
+"""The breaks of the CallSpec fast path's inserted code (its templates) that the equivalence suite
+must catch (`nox -s mutants`): the extension's, in the base patch's templates."""
+
+from codemods.patchlib import Mutant
+
+MUTANTS = (
+    Mutant(
+        "extension: the **kwargs dict is the call's kwargs dict",
+        '                    extra = {}\n',
+        '                    extra = kwargs\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: keyword-bound arguments in kwargs order, not signature order',
+        '        self.user_arguments_dict = user_arguments\n',
+        '        self.user_arguments_dict = {**{n: user_arguments[n] for n in kwargs if n in user_arguments}, **user_arguments}\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension (V4): popped call-context arguments kept last in user_arguments_dict',
+        '    return {**popped, **user_arguments}\n',
+        '    return {**user_arguments, **popped}\n',
+        file='../callspec_fast_path/templates/callspec_bound_v4.py',
+    ),
+    Mutant(
+        'extension: call-context arguments call() does not take are not popped from kwargs',
+        '            popped = {name: kwargs.pop(name) for name in popped_names}\n',
+        '            popped = {name: kwargs[name] for name in popped_names}\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension (V4): call-context arguments popped even when call() takes them',
+        '        if name in kwargs and name not in bindings.parameter_names\n',
+        '        if name in kwargs\n',
+        file='../callspec_fast_path/templates/callspec_bound_v4.py',
+    ),
+    Mutant(
+        'extension (V4): training popped even when it is no longer a call-context argument',
+        '        for name in layer._call_context_args\n',
+        '        for name in {"training"} | set(layer._call_context_args)\n',
+        file='../callspec_fast_path/templates/callspec_bound_v4.py',
+    ),
+    Mutant(
+        'extension: an unbound *args is [] instead of ()',
+        '                    value = ()\n',
+        '                    value = []\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: an unbound **kwargs is one {} shared by every call',
+        '                value = {}\n',
+        '                value = _callspec_fast_bindings.__dict__\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: an argument passed positionally and as a keyword binds',
+        '                    return None  # also passed as a keyword\n',
+        '                    pass  # also passed as a keyword\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: a missing required argument binds',
+        '                    return None  # a required argument is missing\n',
+        '                    value = default  # a required argument is missing\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: too many positional arguments bind (the extra one dropped)',
+        '        if count > positional_count and bindings.var_positional is None:\n',
+        '        if count > positional_count + 1 and bindings.var_positional is None:\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: eager ignores nested tensor arguments',
+        '                nested_names.append(name)\n                eager = False\n',
+        '                nested_names.append(name)\n                eager = eager\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: the tensor class cache records every class as not symbolic',
+        '                tensor_types[value.__class__] = symbolic\n',
+        '                tensor_types[value.__class__] = False\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension (V4): a nested value mixing tensors and non-tensors is plain',
+        '        if any(is_backend_tensor_or_symbolic(x) for x in flat_values):\n            return None\n',
+        '        if any(is_backend_tensor_or_symbolic(x) for x in flat_values):\n            return False\n',
+        file='../callspec_fast_path/templates/callspec_bound_v4.py',
+    ),
+    Mutant(
+        'extension: lists are plain values',
+        '_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str)\n',
+        '_CALLSPEC_FAST_PLAIN_TYPES = (bool, int, float, str, list)\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+    Mutant(
+        'extension: first_arg is the first positional argument',
+        '        self.first_arg = arguments[bindings.first_name]\n',
+        '        self.first_arg = args[0] if args else arguments[bindings.first_name]\n',
+        file='../callspec_fast_path/templates/callspec_bound_common.py',
+    ),
+)

@@ -21,7 +21,6 @@ COMMON = "codemods/callspec_fast_path/templates/callspec_common.py"
 V3_V4 = "codemods/callspec_fast_path/templates/callspec_v3.py"  # the rule of the pinned release's variant (V4)
 BOUND = "codemods/callspec_fast_path/templates/callspec_bound_common.py"  # the extension
 BOUND_V4 = "codemods/callspec_fast_path/templates/callspec_bound_v4.py"
-DTYPES = "codemods/dtype_fast_paths/inserted.py"
 TORCH_DEVICE = "codemods/torch_convert_to_tensor_device/inserted.py"
 INPUT_SPEC = "codemods/input_spec_single_fast_path/inserted.py"
 NAME_SCOPE = "codemods/layer_call_single_name_scope/inserted.py"
@@ -167,12 +166,6 @@ MUTANTS = [
         "        self.first_arg = args[0] if args else arguments[bindings.first_name]\n",
     ),
     # The backports: a one-line break of each patch's inserted code.
-    (
-        "dtype-fast-paths: the fast path accepts str subclasses",
-        DTYPES,
-        "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-        "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-    ),
     (
         "torch-convert-to-tensor-device: the moved tensor is detached",
         TORCH_DEVICE,

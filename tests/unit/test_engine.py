@@ -968,3 +968,25 @@ def test_a_piece_may_copy_the_anchor_statements_value_and_the_upstream_rule_deci
     assert (vars(patch.command)["VERSION"], vars(plain.command)["VERSION"]) == ("7", "3")
     ruled = declare(lookup, template_source=template, names={"_memo": "test"}, upstream_rule=lambda self, sources: "by rule")
     assert (ruled.check(sources(MODULE)).outcome, ruled.check(sources(MODULE)).detail) == (Outcome.UPSTREAM, "by rule")
+
+
+def test_an_expression_replaced_with_its_marker_at_the_end_of_the_header_line() -> None:
+    template = "def guarded(key):\n    if key is not None and UPSTREAM:  # forkgen: test-patch\n        UPSTREAM\n"
+    patch = declare(ReplaceExpression(Anchor("Box.get", "found is None", expression=True), "guarded"),
+                    template_source=template)
+    check, text = run(patch, MODULE)
+    # The test replaced, upstream's node for node; the marker ends the header line; the body stays.
+    assert text == edited("        if found is None:\n", "        if key is not None and found is None:  # forkgen: test-patch\n")
+    assert [(a.name, a.line) for a in check.anchors] == [("found is None", 19)]
+    assert run(patch, text)[0].present and run(patch, unmarked(text))[0].outcome is Outcome.UPSTREAM
+    alone = patch.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(MODULE)).code
+    assert alone == text
+
+
+def test_report_paths_names_the_first_file_for_relied_on_and_upstream_anchors_too() -> None:
+    relied = Anchor("Box.__init__", "self.ready = False")
+    patch = declare(*WRAP.edits, relies_on=(relied,), upstream_patterns=(Anchor("Box.get", "if not self.ready: ___"),),
+                    report_paths=True)
+    assert {a.path for a in patch.check(sources(MODULE)).anchors} == {PATH}
+    upstream = patch.check(sources(unmarked(WRAPPED)))
+    assert upstream.outcome is Outcome.UPSTREAM and [a.path for a in upstream.anchors] == [PATH]

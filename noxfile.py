@@ -297,7 +297,7 @@ def upstream_tests(session: nox.Session, backend: str) -> None:
 def mutants(session: nox.Session) -> None:
     """Prove the equivalence suite can fail: one-line breaks of the inserted code must be caught.
 
-    Not part of `nox`: it builds one wheel per mutant (tests/mutants.py lists them).
+    Not part of `nox`: it builds one wheel per mutant (each patch declares its own, `MUTANTS` in its package's cases.py).
     `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words;
     `nox -s mutants -- --distribution keras-nightly dtype` builds them on the newest nightly.
     """

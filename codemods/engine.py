@@ -17,7 +17,10 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression
                                     (`UPSTREAM` in it keeps the anchor there); for a keyword
                                     argument anchor, the piece is a call with that argument,
-                                    whose value replaces the anchor's (`UPSTREAM`: its value)
+                                    whose value replaces the anchor's (`UPSTREAM`: its value);
+                                    a piece `if <expression>:  # marker` over an `UPSTREAM`
+                                    body puts its marker at the end of the header line of
+                                    the statement holding the anchor
       Helper(anchor, piece)         module-level statements right after a module-level anchor
                                     (`before=True`: right before it)
       Append(piece)                 module-level statements at the end of the module (a Helper
@@ -39,7 +42,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
   anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
   (anchors the patch needs but does not edit: checked, and reported after the edits'),
   `upstream_forms = False` (an unmarked applied form is drift, not upstream's), `report_paths`
-  (the anchors of the patch's first file are reported with their file too),
+  (the anchors of the patch's first file are reported with their file too: the edits', the
+  upstream patterns' and the relied-on ones'),
   `names` (names the inserted code uses that the patch binds itself, with how), `fill` (what
   takes the place of a piece's metavariables, by default the anchor's captures), `moved` (a
   declared file -> where some releases have it instead: a tree with only that one is read,
@@ -514,8 +518,11 @@ class ReplaceExpression(Edit):
     """The piece's expression instead of the anchor expression (`UPSTREAM` in it keeps it).
 
     The piece is one statement, `return <expression>` or the expression alone; its marker is a
-    comment line above it, which goes above the statement holding the anchor. `marked=False`:
-    no marker (the statement holding the anchor carries another edit's)."""
+    comment line above it, which goes above the statement holding the anchor. Or the piece is
+    `if <expression>:` (`while`, `elif`) whose body is `UPSTREAM` alone: its marker, at the end
+    of that header line, goes at the end of the header line of the statement holding the anchor
+    (a compound statement). `marked=False`: no marker (the statement holding the anchor carries
+    another edit's)."""
 
     marked: bool = True
 
@@ -958,8 +965,8 @@ class DeclaredPatch(Patch):
     names: ClassVar[Mapping[str, str]] = {}
     #: A builtin the inserted code reads, bound at module level of its file, is drift.
     unshadowed_builtins: ClassVar[bool] = False
-    #: The reports of the edits' anchors name their file, the patch's first file too (default:
-    #: only the others).
+    #: Reports name the file of every anchor, the patch's first file too (default: only the
+    #: others); the edits' anchors even with `file_shown=False`.
     report_paths: ClassVar[bool] = False
     #: The template module beside the declaration, or its text (`template_source`).
     template: ClassVar[str] = "inserted.py"
@@ -1242,8 +1249,9 @@ class DeclaredPatch(Patch):
         return AnchorReport(anchor.title, hits[0][1], description, self._shown(anchor, path))
 
     def _shown(self, anchor: Anchor, path: str) -> str:
-        """The file a report names: the anchor's, unless the patch's first (or `file_shown=False`)."""
-        return path if path != self.files[0] and anchor.file_shown else ""
+        """The file a report names: the anchor's, unless the patch's first (without `report_paths`)
+        or `file_shown=False`."""
+        return path if (path != self.files[0] or self.report_paths) and anchor.file_shown else ""
 
     def decide(self, files: Sequence[FileAnalysis]) -> Outcome:
         """UPSTREAM when every piece is upstream's, else APPLIED; drift for a partial presence."""
@@ -1325,7 +1333,10 @@ class DeclaredPatch(Patch):
                 assert o.statement is not None and compiled.expression is not None
                 fill = _fill_value if isinstance(o.node, cst.Arg) else _fill
                 _add(plan, o.node, functools.partial(fill, compiled.expression, values=self.fill(o.edit, o.captures)))
-                if o.edit.marked:
+                header = getattr(compiled.piece[0], "body", None)
+                if o.edit.marked and isinstance(header, cst.IndentedBlock):
+                    _add(plan, o.statement, functools.partial(_header, header.header))
+                elif o.edit.marked:
                     _add(plan, o.statement, functools.partial(_comment, _above(compiled.piece[0])))
                 targets.append(o.statement)
                 extra |= ancestors(o.statement, o.node)
@@ -1373,6 +1384,9 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
     if isinstance(edit, ReplaceExpression):
         statement = piece[0]
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(piece) == 1 else None
+        if isinstance(statement, (cst.If, cst.While)) and len(piece) == 1 and isinstance(statement.body, cst.IndentedBlock) \
+                and [_is_placeholder_line(s) for s in statement.body.body] == [True] and not statement.orelse:
+            small = cst.Expr(statement.test)  # `if <expression>:  # marker` over `UPSTREAM`: the marker ends the header
         if not isinstance(small, (cst.Expr, cst.Return)) or small.value is None:
             raise ValueError(f"{patch.name}: {edit.piece}: a ReplaceExpression piece is one expression (or return)")
         anchor = edit.anchor.compiled.matcher
@@ -1563,6 +1577,13 @@ def _attach(branch: cst.CSTNode, statement: cst.If) -> cst.If:
 def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) -> Any:
     """`statement` with `comments` (a piece's marker) right above it, below its own."""
     return _leading(statement, [*_above(statement), *comments])
+
+
+def _header(header: cst.TrailingWhitespace, statement: cst.BaseCompoundStatement) -> Any:
+    """`statement` with `header` (a piece's marker) at the end of its header line."""
+    if not isinstance(statement.body, cst.IndentedBlock):
+        raise ValueError("a marker at the end of a header line needs a compound statement with an indented body")
+    return statement.with_changes(body=statement.body.with_changes(header=header))
 
 
 def _explained(patch: DeclaredPatch, alone: Sources, drift: AnchorDrift, path: str, filename: str | None) -> NoReturn:

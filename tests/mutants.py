@@ -1,6 +1,7 @@
 """Prove the equivalence suite can fail: build forks with one-line breaks in the inserted code.
 
-Run by `nox -s mutants` (not part of CI: it builds one wheel per mutant). For each
+Run by `nox -s mutants` (not part of CI: it builds one wheel per mutant). The mutants are
+those the patches declare (`MUTANTS` in each package's cases.py). For each
 mutant, a copy of this project with one line of the template changed builds a wheel,
 which is installed over the current environment's Keras; the equivalence suite must
 then fail. Prints which test caught each mutant; exits 1 if any survived.
@@ -17,18 +18,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DTYPES = "codemods/dtype_fast_paths/inserted.py"
-
-#: Mutants declared outside the packages (none: every patch declares its own, in its cases.py).
-MUTANTS: list[tuple[str, str, str, str]] = [
-    (
-        "dtype-fast-paths: the fast path accepts str subclasses",
-        DTYPES,
-        "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-        "    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:  # forkgen: dtype-fast-paths\n",
-    ),
-]
-
 
 def declared_mutants() -> list[tuple[str, str, str, str]]:
     """The mutants the series' packages declare (`MUTANTS` of each package's `cases` module), as
@@ -46,7 +35,8 @@ def declared_mutants() -> list[tuple[str, str, str, str]]:
     return found
 
 
-MUTANTS += declared_mutants()
+#: Every mutant of the series: each patch declares its own (`MUTANTS` in its package's cases.py).
+MUTANTS = declared_mutants()
 
 #: pytest-xdist workers for each mutant's equivalence run (FORKGEN_PYTEST_WORKERS, default 2; 0: none).
 WORKERS = [] if os.environ.get("FORKGEN_PYTEST_WORKERS", "2") == "0" else ["-n", os.environ.get("FORKGEN_PYTEST_WORKERS", "2")]

@@ -1,8 +1,9 @@
 """What `dtype-fast-paths` inserts into `dtypes.py` and `variables.py` (keras-team/keras#23182).
 
-Parsed by the codemod, never imported. Each function's body is one piece (comments above a
-function are notes, not inserted); `UPSTREAM` stands for upstream's own statement, and
-`UPSTREAM_TEST` for upstream's own test expression, both kept node for node.
+Parsed by the engine, never imported. Each function's body is one piece (comments above a
+function are notes, not inserted). `final_check` replaces the test of upstream's final `if`:
+`UPSTREAM` in its header is upstream's own test, kept node for node; the body stays upstream's,
+and the marker ends the header line.
 """
 # ruff: noqa
 
@@ -26,5 +27,5 @@ def fast_path(dtype):
 # when it is in the tuple; anything else (possibly unhashable by then: it may come from
 # `.name`) still goes through upstream's own tuple test.
 def final_check(dtype):
-    if not (type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET) and UPSTREAM_TEST:  # forkgen: dtype-fast-paths
+    if not (type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET) and UPSTREAM:  # forkgen: dtype-fast-paths
         UPSTREAM

@@ -7,45 +7,22 @@ import functools
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodTest
+from libcst.codemod import CodemodContext, TransformSkip, transform_module
 
-from codemods.dtype_fast_paths import (
-    PATCH,
-    AllowedDtypesSetCommand,
-    StandardizeDtypeFastPathCommand,
-)
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.dtype_fast_paths import PATCH
+from codemods.dtype_fast_paths.cases import DTYPES_AFTER, DTYPES_NIGHTLY, VARIABLES_AFTER
+from codemods.patchlib import Sources
 from tests.support.synthetic_dtype_fast_paths import (
     DTYPES,
     DTYPES_PY,
-    FILES,
     VARIABLES,
     VARIABLES_PY,
     load,
 )
 
-MARK = "  # forkgen: dtype-fast-paths"
-SET_LINE = "ALLOWED_DTYPES_SET = frozenset(ALLOWED_DTYPES)"
-FAST = "    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET:"
-FINAL = "    if dtype not in dtypes.ALLOWED_DTYPES:\n"
-OUR_FINAL = (
-    "    if not (type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET) and dtype not in dtypes.ALLOWED_DTYPES:"
-)
-
-DTYPES_AFTER = DTYPES.replace("\nPYTHON_DTYPES_MAP = {", f"\n{SET_LINE}{MARK}\nPYTHON_DTYPES_MAP = {{", 1)
-VARIABLES_AFTER = VARIABLES.replace(
-    "def standardize_dtype(dtype):\n", f"def standardize_dtype(dtype):\n{FAST}{MARK}\n        return dtype\n", 1
-).replace(FINAL, f"{OUR_FINAL}{MARK}\n", 1)
-# keras-nightly's shape (#23182 as merged, with the MLX additions this patch does not carry).
-DTYPES_NIGHTLY = DTYPES.replace("\nPYTHON_DTYPES_MAP = {", f"\n{SET_LINE}\nPYTHON_DTYPES_MAP = {{", 1)
-VARIABLES_NIGHTLY = VARIABLES.replace(
-    "def standardize_dtype(dtype):\n",
-    "def standardize_dtype(dtype):\n    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET:\n"
-    "        return dtype\n", 1,
-).replace(FINAL, "    if dtype not in dtypes.ALLOWED_DTYPES_SET:\n", 1).replace("dtype.name\n", "dtype.name.lower()\n", 1)
+# The change, no change when applied, upstream's shape and drift: cases.py.
 
 
 def sources(dtypes: str = DTYPES, variables: str = VARIABLES) -> Sources:
@@ -60,74 +37,21 @@ def patched(dtypes: str = DTYPES, variables: str = VARIABLES) -> dict[str, str]:
     return {DTYPES_PY: dtypes, VARIABLES_PY: variables, **tree.rendered()}
 
 
-class TestAllowedDtypesSet(CodemodTest):
-    TRANSFORM = AllowedDtypesSetCommand
-
-    def test_adds_the_set_after_the_tuple(self) -> None:
-        self.assertCodemod(DTYPES, DTYPES_AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(DTYPES_AFTER, DTYPES_AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(DTYPES_NIGHTLY, DTYPES_NIGHTLY, expected_skip=True)
-
-
-class TestStandardizeDtypeFastPath(CodemodTest):
-    TRANSFORM = StandardizeDtypeFastPathCommand
-
-    def test_inserts_the_fast_path_and_the_set_test(self) -> None:
-        self.assertCodemod(VARIABLES, VARIABLES_AFTER)
-
-    def test_noop_when_already_applied(self) -> None:
-        self.assertCodemod(VARIABLES_AFTER, VARIABLES_AFTER, expected_skip=True)
-
-    def test_noop_on_the_upstream_shape(self) -> None:
-        self.assertCodemod(VARIABLES_NIGHTLY, VARIABLES_NIGHTLY, expected_skip=True)
-
-
-def test_outcomes_and_the_synthetic_tree() -> None:
-    first = PATCH.check(Sources(lambda path: FILES.get(path)))
-    assert first.outcome is Outcome.APPLIED and not first.present
-    assert [(a.name, a.line, a.path) for a in first.anchors] == [
-        ("ALLOWED_DTYPES = (...)", 10, DTYPES_PY),
-        ("def standardize_dtype", 13, VARIABLES_PY),
-        ("if dtype not in dtypes.ALLOWED_DTYPES", 26, VARIABLES_PY),
+def test_reports_name_both_files_and_the_state_of_each_piece() -> None:
+    before = PATCH.check(sources())
+    assert [(a.name, a.line, a.description, a.path) for a in before.anchors] == [
+        ("ALLOWED_DTYPES = (...)", 10, "module level (ALLOWED_DTYPES_SET: absent)", DTYPES_PY),
+        ("def standardize_dtype", 13, "first statement (fast path: absent)", VARIABLES_PY),
+        ("if dtype not in dtypes.ALLOWED_DTYPES", 26, "in standardize_dtype (absent)", VARIABLES_PY),
     ]
-    after = patched()
-    assert after == {DTYPES_PY: DTYPES_AFTER, VARIABLES_PY: VARIABLES_AFTER}
-    again = PATCH.check(sources(*after.values()))
-    assert again.outcome is Outcome.APPLIED and again.present
-    assert PATCH.check(sources(DTYPES_NIGHTLY, VARIABLES_NIGHTLY)).outcome is Outcome.UPSTREAM
+    assert patched() == {DTYPES_PY: DTYPES_AFTER, VARIABLES_PY: VARIABLES_AFTER}
+    after = PATCH.check(sources(DTYPES_AFTER, VARIABLES_AFTER))
+    assert [a.description for a in after.anchors][0] == "module level (ALLOWED_DTYPES_SET: ours)"
 
 
-@pytest.mark.parametrize(
-    ("dtypes", "variables", "where", "found"),
-    [
-        (DTYPES.replace("ALLOWED_DTYPES = (", "SUPPORTED_DTYPES = ("), VARIABLES, f"{DTYPES_PY}:1:", "found 0"),
-        (DTYPES + "ALLOWED_DTYPES = ()\n", VARIABLES, f"{DTYPES_PY}:10:", "found 2"),
-        (DTYPES.replace('    "float16",\n', "    FLOAT16,\n"), VARIABLES, f"{DTYPES_PY}:10:", "a tuple of string"),
-        (DTYPES.replace('"int": "int32"', '"float32": "float16"'), VARIABLES, f"{DTYPES_PY}:", "'float32'"),
-        (DTYPES.replace("bool: ", "SOME_NAME: "), VARIABLES, f"{DTYPES_PY}:", "SOME_NAME"),
-        (DTYPES, VARIABLES.replace(FINAL, "    if dtype not in dtypes.ALLOWED:\n"), f"{VARIABLES_PY}:13:", "found 0"),
-        (DTYPES, VARIABLES.replace('"jax.numpy" in', '"float" in'), f"{VARIABLES_PY}:21:", "for 'float16'"),
-        (DTYPES, VARIABLES.replace('"jax.numpy" in str(dtype)', "dtype.isalpha()"), f"{VARIABLES_PY}:21:",
-         "hasattr/str/in tests"),
-        (DTYPES, VARIABLES.replace('    elif hasattr(dtype, "__str__") and (\n        "torch" in str(dtype) or "jax.numpy" in '
-                                   'str(dtype)\n    ):\n', "    else:\n"), f"{VARIABLES_PY}:22:", "an else"),
-        (DTYPES, VARIABLES.replace("    return dtype\n\n\ndef standardize_shape", "    dtype = dtype.lower()\n"
-                                   "    return dtype\n\n\ndef standardize_shape"), f"{VARIABLES_PY}:", "/ Assign / Return"),
-        (DTYPES_NIGHTLY, VARIABLES, f"{VARIABLES_PY}:13:", "set theirs, fast path absent"),
-        (DTYPES_AFTER, VARIABLES, f"{VARIABLES_PY}:13:", "set ours, fast path absent"),
-    ],
-    ids=["tuple gone", "tuple twice", "tuple not literal", "allowed str mapped", "odd map key", "final test gone",
-         "chain true for a dtype", "unknown chain test", "else branch", "extra statement", "half upstream",
-         "half ours"],
-)
-def test_drift(dtypes: str, variables: str, where: str, found: str) -> None:
-    with pytest.raises(AnchorDrift) as caught:
-        PATCH.check(sources(dtypes, variables))
-    assert str(caught.value).startswith(where) and found in str(caught.value), str(caught.value)
+def test_the_command_alone_on_nightlys_dtypes_py_skips() -> None:
+    command = PATCH.command(CodemodContext(filename=DTYPES_PY))
+    assert isinstance(transform_module(command, DTYPES_NIGHTLY), TransformSkip)
 
 
 # -- behaviour: upstream and patched standardize_dtype side by side --------------------------

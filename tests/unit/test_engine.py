@@ -1061,3 +1061,25 @@ def test_a_run_anchor_and_metavariables_filled_in_the_piece() -> None:
     assert "if other is None:" in run(patch(fill=fill), MODULE)[1]
     with pytest.raises(ValueError, match="a run's `UPSTREAM` goes inside"):
         run(declare(InsertBefore(Anchor("Box.get", LOOKUP_RUN), "count")), MODULE)
+
+
+def test_an_expression_replaced_with_its_marker_at_the_end_of_the_header_line() -> None:
+    template = "def guarded(key):\n    if key is not None and UPSTREAM:  # forkgen: test-patch\n        UPSTREAM\n"
+    patch = declare(ReplaceExpression(Anchor("Box.get", "found is None", expression=True), "guarded"),
+                    template_source=template)
+    check, text = run(patch, MODULE)
+    # The test replaced, upstream's node for node; the marker ends the header line; the body stays.
+    assert text == edited("        if found is None:\n", "        if key is not None and found is None:  # forkgen: test-patch\n")
+    assert [(a.name, a.line) for a in check.anchors] == [("found is None", 19)]
+    assert run(patch, text)[0].present and run(patch, unmarked(text))[0].outcome is Outcome.UPSTREAM
+    alone = patch.command(CodemodContext(filename=PATH)).transform_module(cst.parse_module(MODULE)).code
+    assert alone == text
+
+
+def test_report_paths_names_the_first_file_for_relied_on_and_upstream_anchors_too() -> None:
+    relied = Anchor("Box.__init__", "self.ready = False")
+    patch = declare(*WRAP.edits, relies_on=(relied,), upstream_patterns=(Anchor("Box.get", "if not self.ready: ___"),),
+                    report_paths=True)
+    assert {a.path for a in patch.check(sources(MODULE)).anchors} == {PATH}
+    upstream = patch.check(sources(unmarked(WRAPPED)))
+    assert upstream.outcome is Outcome.UPSTREAM and [a.path for a in upstream.anchors] == [PATH]

@@ -16,12 +16,11 @@ from __future__ import annotations
 import abc
 import ast
 import enum
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, Generic, TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
 from libcst.matchers import _decorators as matcher_decorators
 
@@ -304,38 +303,6 @@ class BackportCommand(PlainCommand):
     """Base of the backports' codemods (see `PlainCommand`)."""
 
 
-SiteT = TypeVar("SiteT")
-
-
-class AnalysedCommand(BackportCommand, Generic[SiteT]):
-    """A backport codemod that transforms what its patch's analysis of the module found.
-
-    The analysis is made once: `site` takes the caller's (the series hands over its check's) or
-    analyses the module, with the `ast` the caller parsed when it has one. A subclass names the
-    module (`PATH`, used when the context names no file) and how it is analysed (`analyze_module`).
-    """
-
-    #: The module's path in the source tree, when the codemod context names no file.
-    PATH: ClassVar[str]
-
-    def __init__(self, context: CodemodContext, tree: ast.Module | None = None, analysis: SiteT | None = None) -> None:
-        """`tree`: the `ast` of the module to transform, when the caller has it already;
-        `analysis`: the patch's analysis of that module, when the caller made it."""
-        super().__init__(context)
-        self._tree = tree
-        self._given = analysis
-
-    @abc.abstractmethod
-    def analyze_module(self, module: cst.Module, tree: ast.Module, path: str) -> SiteT:
-        """The patch's analysis of `module` (`tree` is its `ast`)."""
-
-    def site(self, module: cst.Module) -> SiteT:
-        """The analysis of the module being transformed: the caller's, or made now."""
-        if self._given is not None:
-            return self._given
-        return self.analyze_module(module, self._tree or ast.parse(module.code), self.context.filename or self.PATH)
-
-
 #: The comment every piece a backport inserts carries, so that its presence is recognised
 #: (and told apart from the same change made upstream): `# forkgen: <patch name>`.
 MARKER = "# forkgen: {name}"
@@ -345,41 +312,6 @@ def marker(name: str) -> str:
     return MARKER.format(name=name)
 
 
-def has_marker(node: cst.CSTNode, module: cst.Module, name: str) -> bool:
-    """Whether the code of `node` carries the marker comment of patch `name`."""
-    return marker(name) in module.code_for_node(node)
-
-
-def ast_function(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
-    """The function or method `Class.method` (or `function`) at module level, if exactly one."""
-    *owners, name = qualname.split(".")
-    scope: list[ast.stmt] = tree.body
-    for owner in owners:
-        classes = [s for s in scope if isinstance(s, ast.ClassDef) and s.name == owner]
-        if len(classes) != 1:
-            return None
-        scope = classes[0].body
-    found = [s for s in scope if isinstance(s, ast.FunctionDef) and s.name == name]
-    return found[0] if len(found) == 1 else None
-
-
-def cst_function(module: cst.Module, qualname: str, path: str, tree: ast.Module) -> cst.FunctionDef:
-    """The libcst node of `Class.method` (or `function`): exactly one, or drift."""
-    *owners, name = qualname.split(".")
-    body: Sequence[cst.BaseStatement] = module.body
-    line = 1
-    for owner in owners:
-        classes = [s for s in body if m.matches(s, m.ClassDef(name=m.Name(owner)))]
-        if len(classes) != 1:
-            raise AnchorDrift(path, line, qualname, f"exactly one class {owner}", f"{len(classes)}")
-        body = cst.ensure_type(cst.ensure_type(classes[0], cst.ClassDef).body, cst.IndentedBlock).body
-    functions = [s for s in body if m.matches(s, m.FunctionDef(name=m.Name(name)))]
-    if len(functions) != 1:
-        node = ast_function(tree, ".".join(owners)) if owners else None
-        raise AnchorDrift(path, getattr(node, "lineno", 1), qualname, f"exactly one def {name}", f"{len(functions)}")
-    return cst.ensure_type(functions[0], cst.FunctionDef)
-
-
 def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node of `root`'s subtree, parents first (read-only: nothing is rebuilt)."""
     stack: list[cst.CSTNode] = [root]
@@ -387,11 +319,6 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
-
-
-def find(function: cst.FunctionDef, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
-    """Every node of `function` matching `matcher`, in source order."""
-    return [n for n in walk(function) if m.matches(n, matcher)]
 
 
 #: The nodes that hold statements (`statements`, `statement_ancestors`), and their fields
@@ -483,12 +410,6 @@ def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
-def find_statements(root: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
-    """`find` for a matcher of a statement (or of a block holding statements): the same nodes,
-    in the same order, found without walking any expression."""
-    return [n for n in statements(root) if m.matches(n, matcher)]
-
-
 def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
     """The ids of `target` and of every node from `root` down to it (empty if not under it)."""
     stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, (id(root),))]
@@ -498,35 +419,6 @@ def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> set[int]:
             return set(path)
         stack.extend((child, (*path, id(child))) for child in node.children)
     return set()
-
-
-def template_pieces(package: str, filename: str) -> dict[str, list[cst.BaseStatement]]:
-    """The body of every function of the template module `filename` of `package`, by name.
-
-    Template modules are real Python kept beside the codemods (never imported): the code a
-    patch inserts, parsed here and spliced into upstream's module.
-    """
-    from importlib import resources
-
-    module = cst.parse_module(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
-    return {
-        node.name.value: list(cst.ensure_type(node.body, cst.IndentedBlock).body)
-        for node in module.body
-        if isinstance(node, cst.FunctionDef)
-    }
-
-
-def template_function(package: str, filename: str, name: str, marker: str) -> cst.FunctionDef:
-    """The function `name` of the template module `filename` of `package`, whole, with only
-    the comment line holding `marker` above it (the notes above it stay in the template)."""
-    from importlib import resources
-
-    module = cst.parse_module(resources.files(package).joinpath(filename).read_text(encoding="utf-8"))
-    found = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
-    assert len(found) == 1, f"{package}/{filename}: {len(found)} functions named {name}"
-    marked = [line for line in found[0].leading_lines if line.comment and marker in line.comment.value]
-    assert len(marked) == 1, f"{package}/{filename}: {name} needs one comment line naming {marker}"
-    return found[0].with_changes(leading_lines=marked)
 
 
 #: The torch backend's core module in 3.x releases, and where keras-nightly keeps it.
@@ -541,59 +433,3 @@ TORCH_CORE_MOVED = {TORCH_CORE_PY: NIGHTLY_TORCH_CORE_PY}
 PLACEHOLDER = "UPSTREAM"
 
 
-def fill(piece: cst.BaseStatement, upstream: cst.BaseStatement) -> cst.BaseStatement:
-    """`piece` with its `UPSTREAM` placeholder statement replaced by `upstream`, node for node.
-
-    Upstream's comment lines above the statement move above the piece.
-    """
-
-    class Fill(cst.CSTTransformer):
-        def leave_SimpleStatementLine(
-            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-        ) -> cst.BaseStatement:
-            if m.matches(updated_node, m.SimpleStatementLine(body=[m.Expr(m.Name(PLACEHOLDER))])):
-                return upstream.with_changes(leading_lines=[])
-            return updated_node
-
-    filled = piece.visit(Fill())
-    assert isinstance(filled, (cst.If, cst.With, cst.Try, cst.For, cst.While, cst.SimpleStatementLine))
-    leading = list(getattr(upstream, "leading_lines", ()))
-    return filled.with_changes(leading_lines=[*leading, *filled.leading_lines])
-
-
-def ast_lines(function: ast.AST, predicate: Callable[[ast.AST], bool]) -> list[int]:
-    """The line of every node under `function` satisfying `predicate`, in order."""
-    return sorted(getattr(n, "lineno", 0) for n in ast.walk(function) if predicate(n))
-
-
-def module_level_names(module: cst.Module) -> set[str]:
-    """The names a module binds at module level (defs, classes, assignments, imports)."""
-    names: set[str] = set()
-    for statement in module.body:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            names.add(statement.name.value)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                targets: list[cst.BaseExpression] = []
-                if isinstance(small, cst.Assign):
-                    targets = [t.target for t in small.targets]
-                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [small.target]
-                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
-                        if isinstance(bound, cst.Name):
-                            names.add(bound.value)
-                names.update(t.value for t in targets if isinstance(t, cst.Name))
-    return names
-
-
-def marked_helper_defined(module: cst.Module, path: str, helper: str, patch: str) -> bool:
-    """Whether `patch`'s module-level helper `helper` is defined (with its marker); drift if a
-    def of that name is not ours, or there are several."""
-    defined = [s for s in module.body if m.matches(s, m.FunctionDef(name=m.Name(helper)))]
-    theirs = [s for s in defined if not has_marker(s, module, patch)]
-    if theirs or len(defined) > 1:
-        raise AnchorDrift(path, 1, helper, "forkgen's helper name free (or one, marked ours)",
-                          f"{len(defined)} definitions, {len(theirs)} unmarked")
-    return bool(defined)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from codemods.patchlib import Outcome, Sources, ast_function
+from codemods.patchlib import Outcome, Sources
 from codemods.torch_tree_flat_fast_paths import FLAG, PATCH
 from codemods.torch_tree_leaf_shortcut import PATCH as LEAF_SHORTCUT
 from codemods.torch_tree_node_type_fast_path import FLAG as NODE_TYPE_FLAG
@@ -62,11 +62,16 @@ def test_all_three_torch_tree_patches_compose_in_every_order_the_series_allows()
 FLAT = with_node_type()
 
 
+def function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    (found,) = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name]
+    return found
+
+
 def test_must_not_change_other_functions() -> None:
     after, before = ast.parse(applied(FLAT, PATCH)), ast.parse(FLAT)
     names = ("_tree_is_leaf", "_dict_to_ordered_dict", "traverse", "pack_sequence_as", "is_nested")
     for name in names:
-        assert ast.dump(ast_function(after, name)) == ast.dump(ast_function(before, name))
+        assert ast.dump(function(after, name)) == ast.dump(function(before, name))
 
 
 Point = namedtuple("Point", "x y")

@@ -115,7 +115,7 @@ class Sources:
         return self.memoised(f"{name}:{path}", lambda: analyze(self.module(path), self.ast(path), path))
 
     def exists(self, path: str) -> bool:
-        return self.text(path) is not None
+        return path in self._modules or self.text(path) is not None  # a parsed file: no need to render it
 
     def text(self, path: str) -> str | None:
         """The current text of `path` (after the patches applied so far)."""

@@ -353,7 +353,7 @@ def compile_pattern(source: str, expression: bool = False) -> Pattern:
             if twice:
                 raise ValueError(f"metavariable `__{twice[0]}` appears twice")
             return Pattern(text, parts[0].matcher, parts[0].kind, captures, parts)
-        node = cst.parse_statement(text)
+        node = body[0]  # parsed once: the module's statement is the one `parse_statement` gives, but for layout
     compiler = _Compiler(wildcards=True)
     matcher = compiler.node(node)
     if not isinstance(matcher, m.BaseMatcherNode) or _wildcard(node):

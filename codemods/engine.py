@@ -213,6 +213,23 @@ def _wildcard(node: cst.CSTNode) -> str | None:
     return inner.value if isinstance(inner, cst.Name) and inner.value in (ONE, MANY) else None
 
 
+@functools.cache
+def _fields(node_type: Any) -> tuple[Any, ...]:
+    return fields(node_type)
+
+
+_LAYOUT_TYPES: dict[type, bool] = {}
+
+
+def _is_layout(value: object) -> bool:
+    """Whether a field's value is layout (`_LAYOUT`), asked once per type: the abstract classes
+    among them make `isinstance` slow, and patterns ask it for every field."""
+    kind = type(value)
+    if kind not in _LAYOUT_TYPES:
+        _LAYOUT_TYPES[kind] = issubclass(kind, _LAYOUT)
+    return _LAYOUT_TYPES[kind]
+
+
 class _Compiler:
     """Source nodes to libcst matchers: every field but layout, wildcards (in patterns) and the
     `UPSTREAM` placeholder (in templates) replaced by what they stand for."""
@@ -252,11 +269,11 @@ class _Compiler:
                 self.captures.append(name)
                 return m.SaveMatchedNode(m.DoNotCare(), name)
         kwargs: dict[str, Any] = {}
-        for f in fields(node):
+        for f in _fields(type(node)):
             value = getattr(node, f.name)
             if f.name in _LAYOUT_FIELDS or isinstance(value, cst.MaybeSentinel):
                 continue
-            if isinstance(value, _LAYOUT) and f.name != "relative":
+            if _is_layout(value) and f.name != "relative":
                 continue
             if self.wildcards and not value and (
                 isinstance(node, (cst.FunctionDef, cst.ClassDef)) and f.name in ("decorators", "returns", "bases", "keywords")

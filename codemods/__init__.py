@@ -1,10 +1,7 @@
-"""libcst codemods that insert the CallSpec fast path into upstream Keras.
+"""forkgen's patches of upstream Keras: one package per patch, each a declaration on the engine
+(:mod:`codemods.engine`) with the code it inserts; the series (:mod:`codemods.series`) lists them.
 
-Pure: source text in, source text out. One codemod per insertion:
-
-* :mod:`codemods.callspec_fast_path.precompute_fast_path_eligibility` - the eligibility plan in `Layer.__init__`;
-* :mod:`codemods.callspec_fast_path.add_callspec_fast` - the `CallSpec._fast` constructor;
-* :mod:`codemods.callspec_fast_path.guard_callspec_construction` - the guarded branch in `Layer.__call__`.
+Pure: source text in, source text out; each patch's one libcst command runs it alone.
 """
 
 from __future__ import annotations

@@ -22,11 +22,14 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     body puts its marker at the end of the header line of
                                     the statement holding the anchor
       Helper(anchor, piece)         module-level statements right after a module-level anchor
-                                    (`before=True`: right before it)
+                                    (`before=True`: right before it; `anywhere=True`: applied,
+                                    they may be anywhere at module level)
       Append(piece)                 module-level statements at the end of the module (a Helper
                                     without anchor; applied, they may be anywhere at module level)
       AddElse(anchor, piece)        an `elif`/`else:` attached to the anchor `if` (which has
-                                    none): the piece is `if UPSTREAM: UPSTREAM` with that branch
+                                    none): the piece is `if UPSTREAM: UPSTREAM` with that branch;
+                                    a branch ending `else: UPSTREAM` goes before the anchor's
+                                    own `else:`
       WrapBody(anchor, piece)       the piece becomes the body of the anchor compound statement,
                                     its old body's statements where the piece says `UPSTREAM`
       Unwrap(anchor, piece)         the anchor compound statement (no `else`) gives way to its
@@ -37,6 +40,9 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     by `upstream_patterns`
 
 - `details`: the one-line detail of each outcome (`Details`);
+- `marked = False` for a patch whose pieces carry no marker (an applied form is forkgen's: a
+  change upstream never made in those words), and `pieces()` for code not kept as one
+  `inserted.py` (the CallSpec patches cut theirs from per-variant templates);
 - optionally `upstream_patterns` (anchors whose presence means the release carries the change;
   count 0 for one that must be absent, `reported=False` for one left out of the outcome's
   anchors) and `upstream_shapes` (other such sets, each with its own detail), `relies_on`
@@ -99,6 +105,9 @@ form it matches any code.
 A header a pattern leaves out matches anything: `def f(___): ___` matches any decorators and
 return annotation, `class C: ___` any bases. An `else:` it leaves out means no `else`. A body on
 the header's line (`if a: b()`) also matches the same body as an indented block.
+
+A `Wrap` piece `if ...: ... else: UPSTREAM` stays recognised when a later patch adds `elif`
+branches before its `else` (an `AddElse` of its own).
 
 Layout: the inserted code is the piece's, comments included; upstream's statements are kept node
 for node; upstream's comment lines above an anchor statement move above the code inserted at it
@@ -578,6 +587,9 @@ class Helper(Edit):
 
     blank_lines: int = 2
     before: bool = False
+    #: Applied, the piece may be anywhere at module level (a later patch's helpers may come
+    #: between it and the anchor).
+    anywhere: bool = False
 
     def __post_init__(self) -> None:
         if self.anchor.scope:
@@ -615,7 +627,7 @@ class Append(Helper):
 
     def __init__(self, piece: str, blank_lines: int = 2, label: str | None = None) -> None:
         super().__init__(Anchor("", "", description="end of the module", reported=False, name=f"{piece} (appended)"),
-                         piece, label, blank_lines=blank_lines)
+                         piece, label, blank_lines=blank_lines, anywhere=True)
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         return _spaced(piece, self.blank_lines)
@@ -1095,6 +1107,9 @@ class DeclaredPatch(Patch):
     #: An applied form without forkgen's marker is upstream's (False: drift, upstream's change
     #: having another shape, told by `upstream_patterns`).
     upstream_forms: ClassVar[bool] = True
+    #: The pieces carry the `# forkgen: <patch>` marker (False: none, and an applied form is
+    #: forkgen's, for a patch upstream never made in its words).
+    marked: ClassVar[bool] = True
     #: Names the inserted code reads that the patch binds itself: name -> how.
     names: ClassVar[Mapping[str, str]] = {}
     #: A builtin the inserted code reads, bound at module level of its file, is drift.
@@ -1172,6 +1187,12 @@ class DeclaredPatch(Patch):
     def compiled(self, edit: Edit) -> _Compiled:
         return _compile_edit(type(self), edit)
 
+    @classmethod
+    def pieces(cls) -> Mapping[str, tuple[cst.BaseStatement, ...]]:
+        """The code the patch inserts, by piece name (default: the template module's functions)."""
+        package = importlib.import_module(cls.__module__).__package__ or cls.__module__
+        return template_pieces(package, cls.template, cls.template_source)
+
     def file_of(self, anchor: Anchor) -> str:
         return anchor.path or self.files[0]
 
@@ -1227,7 +1248,7 @@ class DeclaredPatch(Patch):
         """`edit`'s anchors in `scope` and its applied forms there."""
         compiled = self.compiled(edit)
         matchers, kinds = compiled.matchers, compiled.kinds
-        tag = marker(self.name)
+        tag = marker(self.name) if self.marked else ""
         anchors: _Anchors = []
         applied: _Applied = []
         if isinstance(edit, Prepend):
@@ -1240,14 +1261,18 @@ class DeclaredPatch(Patch):
             else:
                 anchors.append((scope, {}, None, ()))
             return anchors, applied
-        if isinstance(edit, Append):
-            body, k = module.body, len(matchers)
+        if isinstance(edit, Helper) and edit.anywhere:
+            body = module.body
+            matchers = tuple(x for x, t in zip(matchers, compiled.template, strict=True) if not _is_placeholder_line(t))
+            k = len(matchers)
             for i in range(len(body) - k + 1):
                 form = list[cst.CSTNode](body[i:i + k])
                 if all(m.matches(s, x) for s, x in zip(form, matchers, strict=True)):
                     applied.append((form, tag in module.code_for_node(form[0]), None))
-            if not applied:
+            if not applied and isinstance(edit, Append):
                 anchors.append((module, {}, None, ()))
+            elif not applied:
+                anchors += [(s, c, None, f) for s, c, f in _statement_hits(scope, edit.anchor.compiled)]
             return anchors, applied
         pattern = edit.anchor.compiled
         if isinstance(edit, ReplaceExpression):
@@ -1286,7 +1311,7 @@ class DeclaredPatch(Patch):
             if not isinstance(edit, Helper):
                 continue
             own = names_of(self.compiled(edit).piece, into_defs=False)[1]
-            template = self.compiled(edit).template
+            template = [t for t in self.compiled(edit).template if not (edit.anywhere and _is_placeholder_line(t))]
             helpers = {id(s) for form, _, _ in applied for s, t in zip(form, template, strict=True)
                        if not _is_placeholder_line(t)}
             for statement in module.body:
@@ -1513,15 +1538,14 @@ def _preparse_patch(patch: type[DeclaredPatch]) -> None:
 @functools.cache
 def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
     """`edit` of `patch` compiled, once per process."""
-    package = importlib.import_module(patch.__module__).__package__ or patch.__module__
-    piece = template_pieces(package, patch.template, patch.template_source).get(edit.piece)
+    piece = patch.pieces().get(edit.piece)
     if not piece:
         raise ValueError(f"{patch.name}: no piece {edit.piece!r} in {patch.template}")
     if edit.enclosed:
         if len(piece) != 1 or not isinstance(getattr(piece[0], "body", None), cst.IndentedBlock):
             raise ValueError(f"{patch.name}: {edit.piece}: an enclosed piece is the block of one compound statement")
         piece = tuple(cast(cst.IndentedBlock, cast(cst.BaseCompoundStatement, piece[0]).body).body)
-    if (not isinstance(edit, ReplaceExpression) or edit.marked) and marker(patch.name) not in cst.Module(
+    if patch.marked and (not isinstance(edit, ReplaceExpression) or edit.marked) and marker(patch.name) not in cst.Module(
         body=[cast(_Statement, piece[0])]
     ).code:
         raise ValueError(f"{patch.name}: piece {edit.piece} carries no `{marker(patch.name)}` on its first statement")
@@ -1549,8 +1573,12 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
         anchor = edit.anchor.compiled.matcher
         if branch is None or not isinstance(anchor, m.If) or edit.anchor.compiled.parts:
             raise ValueError(f"{patch.name}: {edit.piece}: an AddElse piece is one `if` with a branch, at an `if`")
-        # The anchor's own matcher, with the piece's branch where the anchor has none.
-        matcher = dataclasses.replace(anchor, orelse=_Compiler(False).node(branch))
+        # The anchor's own matcher, with the piece's branch where the anchor has none (before its
+        # `else:` when the branch ends in `else: UPSTREAM`).
+        own = _ending(branch, None)
+        matcher = dataclasses.replace(anchor, orelse=_Compiler(False).node(own) if own is not None else None)
+        if own is not branch:
+            matcher = dataclasses.replace(anchor, orelse=_end_with(cast(m.If, matcher.orelse), anchor.orelse))
         return _Compiled(piece, piece, (matcher,), ("If",), branch=branch)
     if isinstance(edit, WrapBody):
         if _placeholders(piece) != 1:
@@ -1575,6 +1603,10 @@ def _compile_edit(patch: type[DeclaredPatch], edit: Edit) -> _Compiled:
                          "(a pattern of several statements is replaced or wrapped)")
     placeholder = pattern and ([p.matcher for p in pattern.parts] or pattern.matcher)
     matchers = tuple(_Compiler(False, placeholder).item(s) for s in template)
+    if isinstance(edit, Wrap) and isinstance(template[0], cst.If) and template[0].orelse \
+            and _ending(template[0].orelse, None) is None:
+        # `if ...: ... else: UPSTREAM`: a later patch's `elif` before that `else` keeps it forkgen's.
+        matchers = (dataclasses.replace(matchers[0], orelse=_after_elifs(matchers[0].orelse)),)
     return _Compiled(piece, template, matchers, tuple(_seq_kind(x) for x in matchers))
 
 
@@ -1715,7 +1747,33 @@ def _append(piece: Sequence[cst.BaseStatement], module: cst.Module) -> cst.Modul
 
 
 def _attach(branch: cst.CSTNode, statement: cst.If) -> cst.If:
-    return statement.with_changes(orelse=branch)
+    return statement.with_changes(orelse=_ending(branch, statement.orelse))
+
+
+def _ending(branch: Any, orelse: Any) -> Any:
+    """`branch` (an `elif` chain or `else:`), its `else: UPSTREAM` (if any) replaced by `orelse`."""
+    if isinstance(branch, cst.If) and branch.orelse is not None:
+        return branch.with_changes(orelse=_ending(branch.orelse, orelse))
+    body = getattr(getattr(branch, "body", None), "body", None)
+    if isinstance(branch, cst.Else) and body and len(body) == 1 and _is_placeholder_line(body[0]):
+        return orelse
+    return branch
+
+
+def _end_with(matcher: Any, orelse: Any) -> Any:
+    """`matcher` of an `elif` chain, `orelse` matching what follows its last branch."""
+    if isinstance(matcher.orelse, m.If):
+        return dataclasses.replace(matcher, orelse=_end_with(matcher.orelse, orelse))
+    return dataclasses.replace(matcher, orelse=orelse)
+
+
+def _after_elifs(orelse: Any) -> Any:
+    """A matcher of `orelse`, an `else:` branch, also behind any `elif` branches."""
+    def ends_with(node: cst.CSTNode | None) -> bool:
+        while isinstance(node, cst.If):
+            node = node.orelse
+        return node is not None and m.matches(node, orelse)
+    return m.MatchIfTrue(ends_with)
 
 
 def _comment(comments: Sequence[cst.EmptyLine], statement: cst.BaseStatement) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from codemods import series
-from codemods.callspec_fast_path.anchors import LAYER_PY
+from codemods.callspec_fast_path.variants import LAYER_PY
 from codemods.patchlib import AnchorReport, Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import locking

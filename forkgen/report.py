@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemods.callspec_fast_path.anchors import BASE_PIECES, LAYER_PY, analyze_source
+from codemods.callspec_fast_path.source import BASE_PIECES, analyze_source
+from codemods.callspec_fast_path.variants import LAYER_PY
 from codemods.patchlib import AnchorDrift
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.errors import UpstreamDriftError

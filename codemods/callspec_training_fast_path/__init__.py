@@ -12,24 +12,27 @@ count (`position < len(args)` is one comparison), the fill codes a keyword may t
 first, and the plan keeps the first parameter's name; about 7% off `_fast_bound` for
 `block(x, attention_mask=m, cache=c, cache_update_index=8)`.
 
-One codemod (`extend_callspec_fast_path`): per-layer bindings after the base's flag in
+Its edits, per CallSpec variant as the base's (`ByVariant`): the bindings after the base's flag in
 `Layer.__init__`, an `elif` between the base's fast branch and upstream's `else` in
-`Layer.__call__`, `CallSpec._fast_bound` after `_fast`. Its inserted code is in
-`codemods/callspec_fast_path/templates/callspec_bound_*.py`, beside the base's: the base's
-analysis reads both, to tell a tree with part of the extension (drift) from one without.
+`Layer.__call__`, `CallSpec._fast_bound` after `_fast`, its helpers between the base's and `class
+CallSpec`. Its inserted code is in `codemods/callspec_fast_path/templates/callspec_bound_*.py`.
 """
 
 from __future__ import annotations
 
-from codemods.callspec_fast_path.anchors import LAYER_PY
-from codemods.callspec_fast_path.shared import run_codemods, sources_analysis
-from codemods.callspec_training_fast_path.extend_callspec_fast_path import (
-    ExtendCallSpecFastPathCommand,
-)
-from codemods.patchlib import Check, Headers, Outcome, Patch, Sources
+from typing import Any
+
+import libcst as cst
+
+from codemods.callspec_fast_path import ByVariant, foreign, templates
+from codemods.callspec_fast_path.variants import LAYER_PY, Variant
+from codemods.engine import AddElse, Analysis, Anchor, Details, Helper, InsertAfter
+from codemods.patchlib import Headers, Sources
+
+FLAG = "self._call_spec_fast_path = self._call_spec_fast_plan is not None"
 
 
-class CallSpecTrainingFastPath(Patch):
+class CallSpecTrainingFastPath(ByVariant):
     name = "callspec-training-fast-path"
     version = "3"
     headers = Headers(
@@ -47,15 +50,38 @@ class CallSpecTrainingFastPath(Patch):
     )
     files = (LAYER_PY,)
     requires = ("callspec-fast-path",)
-    codemods = (ExtendCallSpecFastPathCommand,)
     switch = "KERAS_CALLSPEC_FAST_PATH"
+    codemod = "CallSpecTrainingFastPathCommand"
+    codemod_version = "2"
+    marked = False
+    details = Details(apply="", present="", upstream="")
+    edits = (
+        Helper(Anchor("", "class CallSpec: ___", reported=False), "helpers", before=True, blank_lines=0,
+               keep_comments=True),
+        # Right after the base's flag: the bindings read the plan's kill switch and may widen it.
+        InsertAfter(Anchor("Layer.__init__", FLAG, reported=False), "bindings"),
+        InsertAfter(Anchor("CallSpec", "def _fast(___): ___", reported=False), "fast_bound"),
+    )
 
-    def check(self, sources: Sources) -> Check:
-        analysis = sources_analysis(sources)
-        return Check(Outcome.APPLIED, f"CallSpec variant {analysis.variant}", (), analysis.applied["extension"])
+    @classmethod
+    def declare(cls, variant: Variant) -> dict[str, Any]:
+        # The base's guard: its fast branch stays first (`layer(x)` pays nothing more), the
+        # extension's `elif` goes before upstream's `else`.
+        guard = templates.base_pieces(variant.name)["guard"][0]
+        test = cst.Module([]).code_for_node(cst.ensure_type(guard, cst.If).test)
+        branch = AddElse(Anchor("Layer.__call__", f"if {test}:\n    ___\nelse:\n    ___", reported=False,
+                                name="the base's guard"), "branch")
+        return {
+            "details": Details(apply=f"CallSpec variant {variant.name}", present=f"CallSpec variant {variant.name}",
+                               upstream=""),
+            "edits": (*cls.edits, branch),
+            "pieces": classmethod(lambda _: templates.extension_pieces(variant.name)),
+        }
 
-    def apply(self, sources: Sources) -> None:
-        run_codemods(sources, self.codemods, ("extension",))
+    def verify(self, sources: Sources, analysis: Analysis) -> None:
+        foreign(sources, analysis, any(o.edit.piece == "fast_bound" for f in analysis.files for o in f.todo),
+                "_fast_bound", "extension")
 
 
 PATCH = CallSpecTrainingFastPath()
+CallSpecTrainingFastPathCommand = PATCH.command

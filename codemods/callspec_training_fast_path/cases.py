@@ -1,7 +1,67 @@
-"""The breaks of the CallSpec fast path's inserted code (its templates) that the equivalence suite
-must catch (`nox -s mutants`): the extension's, in the base patch's templates."""
+"""The CallSpec extension's examples (`CASES`, run by tests/unit/test_patch_cases.py) and the
+breaks of its inserted code that the equivalence suite must catch (`nox -s mutants`), in the base
+patch's templates."""
 
-from codemods.patchlib import Mutant
+from codemods.callspec_fast_path import templates
+from codemods.callspec_fast_path.cases import CALLSPEC, member_code, module_code, patched
+from codemods.patchlib import Case, Mutant
+from tests.support.synthetic import LAYER_V4, replace_once
+
+BASE = patched(LAYER_V4)
+FLAG = "        self._call_spec_fast_path = self._call_spec_fast_plan is not None\n"
+BINDINGS = """\
+        # forkgen CallSpec fast path, extension: every other call that binds
+        # skips `signature.bind` too.
+        self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
+        if self._call_spec_fast_bindings is not None:
+            self._call_spec_fast_path = True
+"""
+FAST_END = """\
+        self.eager = not isinstance(first_arg, KerasTensor)
+        return self
+"""
+GUARD_END = """\
+            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
+        else:
+"""
+EXTENDED_GUARD_END = """\
+            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
+        # forkgen CallSpec fast path, extension: any other call that binds;
+        # `_fast_bound` returns None (and leaves `kwargs` alone) for a call
+        # that would not bind, which upstream's constructor below then rejects.
+        elif (
+            self._call_spec_fast_path
+            and self._call_spec_fast_bindings is not None
+            and self._call_spec_fast_bindings.signature is self._call_signature
+            and (
+                call_spec := CallSpec._fast_bound(
+                    self._call_spec_fast_bindings, self, args, kwargs
+                )
+            )
+            is not None
+        ):
+            pass
+        else:
+"""
+
+
+def extended(base: str) -> str:
+    pieces = templates.extension_pieces("V4")
+    after = replace_once(base, FLAG, FLAG + BINDINGS)
+    after = replace_once(after, GUARD_END, EXTENDED_GUARD_END)
+    after = replace_once(after, CALLSPEC, module_code(pieces["helpers"]) + CALLSPEC)
+    return replace_once(after, FAST_END, FAST_END + member_code(pieces["fast_bound"][0]))
+
+
+CASES = (
+    Case("every call that binds gets the fast path, on top of the base (V4)", BASE, after=extended(BASE),
+         detail="CallSpec variant V4", anchors=()),
+    Case("not without the base", LAYER_V4, drift="anchor 'self._call_spec_fast_path = self._call_spec_fast_plan is not None'"),
+    Case("part of the extension", replace_once(extended(BASE), BINDINGS, ""), drift="all pieces present or none"),
+    Case("a `_fast_bound` forkgen did not write", replace_once(
+        BASE, FAST_END, FAST_END + "\n    @classmethod\n    def _fast_bound(cls, *args):\n        return None\n"),
+        drift="a different `_fast_bound`"),
+)
 
 MUTANTS = (
     Mutant(

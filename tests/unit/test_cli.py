@@ -170,8 +170,7 @@ def test_build_from_a_local_tree_and_inspect(tmp_path: Path, capsys: pytest.Capt
     assert provenance["wheel"] == {"name": "keras", "version": "3.15.1+test.7"}
     assert provenance["upstream"]["version"] == "3.15.1"
     assert {
-        "PrecomputeFastPathEligibilityCommand", "AddCallSpecFastCommand", "GuardCallSpecConstructionCommand",
-        "ExtendCallSpecFastPathCommand", "GuardStateWritesCommand",
+        "CallSpecFastPathCommand", "CallSpecTrainingFastPathCommand", "GuardStateWritesCommand",
     } <= set(provenance["codemods"])
     # Every codemod of every patch of the series, all applied to this 3.15.1-shaped tree.
     assert set(provenance["codemods"]) == {c for p in series.load_series() for c in p.codemod_versions()}
@@ -194,7 +193,7 @@ def test_build_without_the_extension(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, out, _ = run(capsys, "inspect", str(wheel), "--json")
     provenance = json.loads(out)
     assert provenance["training_fast_path"] is False
-    assert "ExtendCallSpecFastPathCommand" not in provenance["codemods"]
+    assert "CallSpecTrainingFastPathCommand" not in provenance["codemods"]
 
 
 def test_the_extension_switch_in_the_config_and_its_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1083,3 +1083,69 @@ def test_report_paths_names_the_first_file_for_relied_on_and_upstream_anchors_to
     assert {a.path for a in patch.check(sources(MODULE)).anchors} == {PATH}
     upstream = patch.check(sources(unmarked(WRAPPED)))
     assert upstream.outcome is Outcome.UPSTREAM and [a.path for a in upstream.anchors] == [PATH]
+
+
+STACK_MODULE = textwrap.dedent(
+    '''\
+    def f(x):
+        # upstream's
+        y = slow(x)
+        return y
+
+
+    class C:
+        pass
+    '''
+)
+STACK_BASE = textwrap.dedent(
+    '''\
+    def guard(x):
+        if fast_ok(x):
+            y = fast(x)
+        else:
+            UPSTREAM
+
+
+    def helpers():
+        def fast_ok(x):
+            return x is not None
+    '''
+)
+STACK_EXTENSION = textwrap.dedent(
+    '''\
+    def branch(x):
+        if UPSTREAM:
+            UPSTREAM
+        elif (y := other(x)) is not None:
+            pass
+        else:
+            UPSTREAM
+
+
+    def helpers():
+        def other(x):
+            return None
+    '''
+)
+
+
+def test_unmarked_pieces_and_a_second_patch_on_top() -> None:
+    base = declare(Wrap(Anchor("f", "y = slow(x)"), "guard", rebinds=("y",)),
+                   Helper(Anchor("", "class C: ___"), "helpers", before=True, anywhere=True),
+                   template_source=STACK_BASE, marked=False, names={"fast": "test"})
+    extension = declare(AddElse(Anchor("f", "if fast_ok(x):\n    ___\nelse:\n    ___"), "branch"),
+                        Helper(Anchor("", "class C: ___"), "helpers", before=True),
+                        template_source=STACK_EXTENSION, marked=False, name="test-extension")
+    check, once = run(base, STACK_MODULE)
+    assert "    # upstream's\n    if fast_ok(x):\n        y = fast(x)\n    else:\n        y = slow(x)\n" in once
+    assert "def fast_ok(x):\n    return x is not None\n\n\nclass C:" in once and not check.present
+    _, twice = run(extension, once)
+    assert "        y = fast(x)\n    elif (y := other(x)) is not None:\n        pass\n    else:\n        y = slow(x)\n" in twice
+    assert "return x is not None\n\n\ndef other(x):\n    return None\n\n\nclass C:" in twice
+    # No marker, and the base's pieces are still its own with the extension's between and inside them.
+    assert "forkgen" not in twice and run(base, twice)[0].present and run(extension, twice)[0].present
+    # Part of the base changed: drift, not a second helper or guard.
+    assert "anchor 'fast_ok'" in drift(base, twice.replace("    return x is not None\n", "    return True\n"))
+    assert "all pieces present or none" in drift(base, twice.replace("        y = fast(x)\n", "        y = 0\n"))
+    with pytest.raises(AnchorDrift):
+        extension.check(sources(STACK_MODULE))  # nothing to build on

@@ -1,4 +1,4 @@
-"""ExtendCallSpecFastPathCommand on synthetic Keras-shaped modules."""
+"""callspec-training-fast-path's command on synthetic Keras-shaped modules."""
 
 from __future__ import annotations
 
@@ -6,48 +6,19 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, CodemodTest
 
-from codemods.callspec_fast_path.anchors import AnchorDrift, analyze_source
-from codemods.callspec_fast_path.codemods import PatchRefused, patch_source
-from codemods.callspec_training_fast_path.extend_callspec_fast_path import (
-    ExtendCallSpecFastPathCommand,
-)
+from codemods.callspec_fast_path.source import PatchRefused, analyze_source, patch_source
+from codemods.callspec_training_fast_path import CallSpecTrainingFastPathCommand
+from codemods.callspec_training_fast_path.cases import BINDINGS, GUARD_END
+from codemods.callspec_training_fast_path.cases import EXTENDED_GUARD_END as EXTENDED
+from codemods.callspec_training_fast_path.cases import FLAG as BASE_FLAG
+from codemods.patchlib import AnchorDrift
 from tests.support.synthetic import LAYER_V4, LAYERS, replace_once
 
 BASE = patch_source(LAYER_V4, extension=False).source
 
-BASE_GUARD_END = """\
-            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
-        else:
-            call_spec = CallSpec(
-"""
-EXTENDED_GUARD_END = """\
-            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
-        # forkgen CallSpec fast path, extension: any other call that binds;
-        # `_fast_bound` returns None (and leaves `kwargs` alone) for a call
-        # that would not bind, which upstream's constructor below then rejects.
-        elif (
-            self._call_spec_fast_path
-            and self._call_spec_fast_bindings is not None
-            and self._call_spec_fast_bindings.signature is self._call_signature
-            and (
-                call_spec := CallSpec._fast_bound(
-                    self._call_spec_fast_bindings, self, args, kwargs
-                )
-            )
-            is not None
-        ):
-            pass
-        else:
-            call_spec = CallSpec(
-"""
-BASE_FLAG = "        self._call_spec_fast_path = self._call_spec_fast_plan is not None\n"
-BINDINGS = """\
-        # forkgen CallSpec fast path, extension: every other call that binds
-        # skips `signature.bind` too.
-        self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
-        if self._call_spec_fast_bindings is not None:
-            self._call_spec_fast_path = True
-"""
+CONSTRUCTION = "            call_spec = CallSpec(\n"
+BASE_GUARD_END = GUARD_END + CONSTRUCTION
+EXTENDED_GUARD_END = EXTENDED + CONSTRUCTION
 
 
 def without_fast_bound(source: str) -> str:
@@ -57,14 +28,14 @@ def without_fast_bound(source: str) -> str:
 
 def transform(source: str) -> str:
     return (
-        ExtendCallSpecFastPathCommand(CodemodContext())
+        CallSpecTrainingFastPathCommand(CodemodContext())
         .transform_module(cst.parse_module(source))
         .code
     )
 
 
 class TestExtendCallSpecFastPath(CodemodTest):
-    TRANSFORM = ExtendCallSpecFastPathCommand
+    TRANSFORM = CallSpecTrainingFastPathCommand
 
     def test_adds_the_elif_between_the_fast_branch_and_upstreams_else(self) -> None:
         after = transform(BASE)
@@ -124,11 +95,9 @@ class TestExtendCallSpecFastPath(CodemodTest):
         self.assertCodemod(patched, patched, expected_skip=True)
 
     def test_needs_the_base_patch(self) -> None:
-        with self.assertRaises(ValueError) as caught:
+        with self.assertRaises(AnchorDrift) as caught:
             transform(LAYER_V4)
-        self.assertIn(
-            "needs the pieces eligibility, fast_constructor, guard", str(caught.exception)
-        )
+        self.assertIn("self._call_spec_fast_path = self._call_spec_fast_plan is not None", str(caught.exception))
 
 
 def _function(source: str, name: str) -> str:
@@ -181,12 +150,12 @@ def test_each_variant_gets_its_rules(variant: str) -> None:
 
 def test_upgrading_a_base_only_tree_equals_patching_upstream_with_everything() -> None:
     assert patch_source(BASE).source == patch_source(LAYER_V4).source
-    assert patch_source(BASE).applied == ("ExtendCallSpecFastPathCommand",)
+    assert patch_source(BASE).applied == ("CallSpecTrainingFastPathCommand",)
 
 
 def test_without_the_extension_the_base_is_all_there_is() -> None:
     analysis = analyze_source(BASE)
-    assert analysis.has_pieces(extension=False) and not analysis.fully_applied
+    assert analysis.applied == {"eligibility": True, "fast_constructor": True, "guard": True, "extension": False}
     assert "_fast_bound" not in BASE and "_callspec_fast_bindings" not in BASE
 
 
@@ -203,15 +172,15 @@ PATCHED = patch_source(LAYER_V4).source
     [
         (
             lambda s: replace_once(s, BINDINGS, ""),
-            "only module names, CallSpec._fast_bound, branch in Layer.__call__",
+            "self._call_spec_fast_path = self._call_spec_fast_plan is not None missing",
         ),
         (
             without_fast_bound,
-            "only module names, bindings in Layer.__init__, branch in Layer.__call__",
+            "def _fast(___): ___ missing",
         ),
         (
             lambda s: replace_once(s, EXTENDED_GUARD_END, BASE_GUARD_END),
-            "only module names, bindings in Layer.__init__, CallSpec._fast_bound",
+            "the base's guard missing",
         ),
     ],
     ids=["no bindings", "no _fast_bound", "no branch"],
@@ -220,7 +189,7 @@ def test_a_partial_extension_is_drift(mutation: object, found: str) -> None:
     assert callable(mutation)
     with pytest.raises(AnchorDrift) as caught:
         analyze_source(mutation(PATCHED))
-    assert caught.value.anchor == "extension"
+    assert caught.value.anchor == "callspec-training-fast-path"  # the engine: all pieces present or none
     assert found in str(caught.value)
 
 
@@ -230,12 +199,12 @@ def test_a_different_fast_bound_is_drift() -> None:
         "        self.first_arg = arguments[bindings.first_name]\n",
         "        self.first_arg = arguments[bindings.argument_names[-1]]\n",
     )
-    with pytest.raises(AnchorDrift, match="a different `_fast_bound`"):
+    with pytest.raises(AnchorDrift, match="forkgen's, def _fast.___.: ___ missing"):
         analyze_source(mutated)
 
 
 def test_the_extension_without_the_base_is_drift() -> None:
     start = PATCHED.index("    @classmethod\n    def _fast(cls, plan, first_arg)")
     end = PATCHED.index("    @classmethod\n    def _fast_bound")
-    with pytest.raises(AnchorDrift, match="the extension without the base"):
+    with pytest.raises(AnchorDrift, match="callspec-fast-path': expected all pieces present or none"):
         analyze_source(PATCHED[:start] + PATCHED[end:])

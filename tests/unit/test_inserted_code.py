@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.callspec_fast_path.codemods import patch_source
+from codemods.callspec_fast_path.source import patch_source
 from tests.support.equivalence import differences
 from tests.support.fake_backend import KerasTensor, Registered, Tensor
 from tests.support.synthetic import LAYER_V4, LAYERS, load_module

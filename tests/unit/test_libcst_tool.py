@@ -6,21 +6,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codemods.callspec_fast_path.codemods import patch_source
+from codemods.callspec_fast_path.source import patch_source
 from codemods.layer_call_state_writes import PATCH as STATE_WRITES
 from codemods.patchlib import Sources
 from tests.support.synthetic import LAYER_V4
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = [
-    "precompute_fast_path_eligibility.PrecomputeFastPathEligibilityCommand",
-    "add_callspec_fast.AddCallSpecFastCommand",
-    "guard_callspec_construction.GuardCallSpecConstructionCommand",
-    "extend_callspec_fast_path.ExtendCallSpecFastPathCommand",
+    "callspec_fast_path.CallSpecFastPathCommand",
+    "callspec_training_fast_path.CallSpecTrainingFastPathCommand",
 ]
 
 
-def test_libcst_tool_applies_the_four_codemods_like_forkgen(tmp_path: Path) -> None:
+def test_libcst_tool_applies_both_callspec_patches_like_forkgen(tmp_path: Path) -> None:
     target = tmp_path / "layer.py"
     target.write_text(LAYER_V4)
     for command in COMMANDS:
@@ -36,7 +34,7 @@ def test_libcst_tool_applies_the_four_codemods_like_forkgen(tmp_path: Path) -> N
 def test_libcst_tool_without_the_extension_is_the_base(tmp_path: Path) -> None:
     target = tmp_path / "layer.py"
     target.write_text(LAYER_V4)
-    for command in COMMANDS[:3]:
+    for command in COMMANDS[:1]:
         subprocess.run(
             [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", command, str(target)],
             cwd=ROOT, capture_output=True, text=True, check=True,

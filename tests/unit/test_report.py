@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.callspec_fast_path.codemods import patch_source
+from codemods.callspec_fast_path.source import patch_source
 from forkgen import cli, report
 from forkgen.errors import EXIT_DRIFT, EXIT_USAGE
 from tests.support.synthetic import LAYER_V4, LAYERS, load_module, tree_files, write_tree

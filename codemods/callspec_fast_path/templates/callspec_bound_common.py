@@ -1,4 +1,4 @@
-# The code the extension codemod (extend_callspec_fast_path.py) inserts into
+# The code the extension (callspec-training-fast-path) inserts into
 # keras/src/layers/layer.py on top of the base patch (callspec_common.py): the
 # fast path for every call that binds, whatever its shape (several positional
 # arguments, any keyword, `training=None`, nested and non-tensor values,

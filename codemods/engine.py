@@ -75,7 +75,8 @@ patterns: only the headers of the statements matching one are searched, for the 
 its applied form). A ReplaceExpression with `marked=False` inserts no marker: its expression is
 forkgen's when the statement holding it carries the patch's marker (another edit's, such as an
 AddElse's branch). A relied-on anchor's `description` may name its pattern's captures,
-`{name}`: the code captured (a pattern without captures: the description as written). In a function the pattern is looked for in every
+`{name}`: the code captured (a pattern without captures: the description as written); an edit's
+may name `{state}`: its piece's, "absent" (to apply), "ours" or "theirs". In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
 numbers and operators must be as written; whitespace, comments and parentheses are ignored;
@@ -827,6 +828,10 @@ class State(enum.Enum):
     THEIRS = "upstream's"
 
 
+#: A piece's state as an edit anchor's description names it (`{state}`).
+_STATE_WORDS = {State.TODO: "absent", State.OURS: "ours", State.THEIRS: "theirs"}
+
+
 @dataclass(frozen=True)
 class Occurrence:
     """One place an edit goes, or went."""
@@ -1337,10 +1342,12 @@ class DeclaredPatch(Patch):
         return analysis
 
     def report(self, analysis: FileAnalysis, occurrence: Occurrence) -> AnchorReport:
-        """How `forkgen analyze` shows one occurrence's anchor."""
+        """How `forkgen analyze` shows one occurrence's anchor (`{state}` in its description: the
+        piece's state, `_STATE_WORDS`)."""
         edit = occurrence.edit
         name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
-        return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
+        description = (edit.anchor.description or edit.anchor.where).replace("{state}", _STATE_WORDS[occurrence.state])
+        return AnchorReport(name, occurrence.line, description,
                             self._shown(edit.anchor, analysis.path) or (analysis.path if self.report_paths else ""))
 
     def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:

@@ -387,6 +387,13 @@ def test_reports_name_each_anchor_at_its_line() -> None:
     ]
 
 
+
+def test_a_description_names_the_state_of_its_piece() -> None:
+    patch = declare(Wrap(Anchor("Box.get", "self.ready = True", description="guard: {state}"), "guard"))
+    assert [[a.description for a in patch.check(sources(text)).anchors] for text in (MODULE, WRAPPED, unmarked(WRAPPED))] == [
+        ["guard: absent"], ["guard: ours"], ["guard: theirs"]]
+
+
 class TestGeneratedCommand(CodemodTest):
     TRANSFORM = WRAP.command
 

@@ -149,6 +149,7 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
+    TREE_CACHES,
     AnchorDrift,
     AnchorReport,
     BackportCommand,
@@ -747,6 +748,7 @@ class _Part:
 #: once that one is gone).
 _PARTS: dict[int, _Part] = {}
 _PARTS_KEPT = 2048
+TREE_CACHES.append(_PARTS)
 
 
 class _Lines:
@@ -792,6 +794,7 @@ class _Lines:
 #: The line tables of the modules analysed last (by id, with the module).
 _LINES: dict[int, _Lines] = {}
 _LINES_KEPT = 16
+TREE_CACHES.append(_LINES)
 
 
 def _lines_of(module: cst.Module) -> _Lines:
@@ -993,6 +996,7 @@ _ROLES: dict[type[cst.CSTNode], tuple[tuple[str, str], ...]] = {
 #: immutable, and a module's unchanged statements stay the same nodes when a patch edits it).
 _NAMES: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str], frozenset[str]]] = {}
 _NAMES_KEPT = 4096
+TREE_CACHES.append(_NAMES)
 
 
 def names_of(nodes: Iterable[cst.CSTNode], into_defs: bool = True) -> tuple[set[str], set[str]]:

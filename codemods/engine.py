@@ -1032,7 +1032,7 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
             return
         if role != "use":
             if isinstance(node, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
-                for child in node.children:
+                for child in _subnodes(node):
                     visit(child, role)
                 return
             role = "use"  # `a.b = ...`, `a[i] = ...` read `a`
@@ -1047,7 +1047,7 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
             return
         roles = _ROLES.get(type(node))
         if roles is None:
-            for child in node.children:
+            for child in _subnodes(node):
                 visit(child, "use")
             return
         for name, child_role in roles:
@@ -1058,6 +1058,24 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
 
     visit(node, "use")
     return used, bound
+
+
+_SUBNODE_TYPES: dict[type, bool] = {}
+
+
+def _subnodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children of `node` but layout (which holds no name), in no particular order: what
+    `names_of` needs of `node.children`, without the libcst visitor that builds those."""
+    found = []
+    for f in _fields(type(node)):
+        value = getattr(node, f.name)
+        for child in value if isinstance(value, (list, tuple)) else (value,):
+            kind = type(child)
+            if kind not in _SUBNODE_TYPES:
+                _SUBNODE_TYPES[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _LAYOUT)
+            if _SUBNODE_TYPES[kind]:
+                found.append(child)
+    return found
 
 
 _BUILTINS = frozenset(dir(builtins))

@@ -81,7 +81,8 @@ patterns: only the headers of the statements matching one are searched, for the 
 its applied form). A ReplaceExpression with `marked=False` inserts no marker: its expression is
 forkgen's when the statement holding it carries the patch's marker (another edit's, such as an
 AddElse's branch). A relied-on anchor's `description` may name its pattern's captures,
-`{name}`: the code captured (a pattern without captures: the description as written). In a function the pattern is looked for in every
+`{name}`: the code captured (a pattern without captures: the description as written); an edit's
+may name `{state}`: its piece's, "absent" (to apply), "ours" or "theirs". In a function the pattern is looked for in every
 statement of its body, nested blocks included; in a class or the module, among its direct
 statements. The pattern is compiled once to libcst matchers (`compile_pattern`): names, strings,
 numbers and operators must be as written; whitespace, comments and parentheses are ignored;
@@ -157,6 +158,7 @@ from libcst.codemod import CodemodContext, SkipFile
 
 from codemods.patchlib import (
     PLACEHOLDER,
+    TREE_CACHES,
     AnchorDrift,
     AnchorReport,
     BackportCommand,
@@ -758,6 +760,7 @@ class _Part:
 #: once that one is gone).
 _PARTS: dict[int, _Part] = {}
 _PARTS_KEPT = 2048
+TREE_CACHES.append(_PARTS)
 
 
 class _Lines:
@@ -803,6 +806,7 @@ class _Lines:
 #: The line tables of the modules analysed last (by id, with the module).
 _LINES: dict[int, _Lines] = {}
 _LINES_KEPT = 16
+TREE_CACHES.append(_LINES)
 
 
 def _lines_of(module: cst.Module) -> _Lines:
@@ -837,6 +841,10 @@ class State(enum.Enum):
     TODO = "to apply"
     OURS = "forkgen's"
     THEIRS = "upstream's"
+
+
+#: A piece's state as an edit anchor's description names it (`{state}`).
+_STATE_WORDS = {State.TODO: "absent", State.OURS: "ours", State.THEIRS: "theirs"}
 
 
 @dataclass(frozen=True)
@@ -1000,6 +1008,7 @@ _ROLES: dict[type[cst.CSTNode], tuple[tuple[str, str], ...]] = {
 #: immutable, and a module's unchanged statements stay the same nodes when a patch edits it).
 _NAMES: dict[tuple[int, bool], tuple[cst.CSTNode, frozenset[str], frozenset[str]]] = {}
 _NAMES_KEPT = 4096
+TREE_CACHES.append(_NAMES)
 
 
 def names_of(nodes: Iterable[cst.CSTNode], into_defs: bool = True) -> tuple[set[str], set[str]]:
@@ -1035,7 +1044,7 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
             return
         if role != "use":
             if isinstance(node, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
-                for child in node.children:
+                for child in _subnodes(node):
                     visit(child, role)
                 return
             role = "use"  # `a.b = ...`, `a[i] = ...` read `a`
@@ -1050,7 +1059,7 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
             return
         roles = _ROLES.get(type(node))
         if roles is None:
-            for child in node.children:
+            for child in _subnodes(node):
                 visit(child, "use")
             return
         for name, child_role in roles:
@@ -1061,6 +1070,24 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
 
     visit(node, "use")
     return used, bound
+
+
+_SUBNODE_TYPES: dict[type, bool] = {}
+
+
+def _subnodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children of `node` but layout (which holds no name), in no particular order: what
+    `names_of` needs of `node.children`, without the libcst visitor that builds those."""
+    found = []
+    for f in _fields(type(node)):
+        value = getattr(node, f.name)
+        for child in value if isinstance(value, (list, tuple)) else (value,):
+            kind = type(child)
+            if kind not in _SUBNODE_TYPES:
+                _SUBNODE_TYPES[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _LAYOUT)
+            if _SUBNODE_TYPES[kind]:
+                found.append(child)
+    return found
 
 
 _BUILTINS = frozenset(dir(builtins))
@@ -1362,10 +1389,12 @@ class DeclaredPatch(Patch):
         return analysis
 
     def report(self, analysis: FileAnalysis, occurrence: Occurrence) -> AnchorReport:
-        """How `forkgen analyze` shows one occurrence's anchor."""
+        """How `forkgen analyze` shows one occurrence's anchor (`{state}` in its description: the
+        piece's state, `_STATE_WORDS`)."""
         edit = occurrence.edit
         name = edit.name if isinstance(edit, Prepend) else edit.anchor.title
-        return AnchorReport(name, occurrence.line, edit.anchor.description or edit.anchor.where,
+        description = (edit.anchor.description or edit.anchor.where).replace("{state}", _STATE_WORDS[occurrence.state])
+        return AnchorReport(name, occurrence.line, description,
                             self._shown(edit.anchor, analysis.path) or (analysis.path if self.report_paths else ""))
 
     def _upstream(self, sources: Sources) -> tuple[str, tuple[AnchorReport, ...]] | None:

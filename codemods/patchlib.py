@@ -18,7 +18,7 @@ import ast
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
@@ -161,6 +161,17 @@ class Sources:
     def rendered(self) -> dict[str, str]:
         """The new text of every changed file (rendered once: `text` keeps it)."""
         return {path: self.require(path, "module") for path in self.changed}
+
+
+#: Caches of what was found in the trees' modules, keyed by node (the engine's lines and names).
+#: They hold the nodes, so a series run empties them when it ends (`forget_trees`): its trees
+#: are freed with its `Sources`, not kept until the process exits.
+TREE_CACHES: list[dict[Any, Any]] = []
+
+
+def forget_trees() -> None:
+    for cache in TREE_CACHES:
+        cache.clear()
 
 
 class Patch(abc.ABC):

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from codemods.patchlib import AnchorDrift, AnchorReport, Check, Outcome, Patch, Sources
+from codemods.patchlib import (
+    AnchorDrift,
+    AnchorReport,
+    Check,
+    Outcome,
+    Patch,
+    Sources,
+    forget_trees,
+)
 
 #: The packages of the series, in the order their patches apply.
 SERIES_PACKAGES = (
@@ -166,7 +174,10 @@ def run(
     selection are checked too, without applying them, to refuse removing code that is there.
     """
     with _without_cyclic_gc():
-        return _run(read, selected, release, series)
+        try:
+            return _run(read, selected, release, series)
+        finally:
+            forget_trees()  # the run's trees go with its Sources (freed while the collector is paused)
 
 
 @contextlib.contextmanager

@@ -17,11 +17,10 @@ constants (`verify`; `ALLOWED_DTYPES` taken to be constant, as upstream's set do
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from codemods import engine
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend, State
-from codemods.patchlib import AnchorDrift, AnchorReport, Headers, Sources
+from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
+from codemods.patchlib import AnchorDrift, Headers, Sources
 
 DTYPES_PY = "keras/src/backend/common/dtypes.py"
 VARIABLES_PY = "keras/src/backend/common/variables.py"
@@ -60,7 +59,7 @@ class DtypeFastPaths(DeclaredPatch):
     )
     files = (DTYPES_PY, VARIABLES_PY)
     since = "3.2.0"  # 3.0.0-3.1.1 keep `ALLOWED_DTYPES` in variables.py
-    #: The set after the tuple, the fast path, the set asked first; `{state}`: the piece's (`report`).
+    #: The set after the tuple, the fast path, the set asked first (`{state}`: the piece's).
     edits = (
         Helper(Anchor("", "ALLOWED_DTYPES = __", name=TUPLE, description="module level (ALLOWED_DTYPES_SET: {state})"),
                "allowed_dtypes_set", label="ALLOWED_DTYPES_SET", blank_lines=0),
@@ -80,10 +79,6 @@ class DtypeFastPaths(DeclaredPatch):
     report_paths = True
     details = Details("add ALLOWED_DTYPES_SET, the fast path and the set test", "set, fast path and final test present",
                       "ALLOWED_DTYPES_SET and the str fast path are upstream's")
-
-    def report(self, analysis: engine.FileAnalysis, occurrence: engine.Occurrence) -> AnchorReport:
-        found, state = super().report(analysis, occurrence), {State.TODO: "absent", State.OURS: "ours"}.get(occurrence.state)
-        return dataclasses.replace(found, description=found.description.format(state=state or "theirs"))
 
     def verify(self, sources: Sources, analysis: engine.Analysis) -> None:
         # Semantic: upstream's body returns every allowed string unchanged. So the tuple is a literal of
@@ -119,7 +114,6 @@ class DtypeFastPaths(DeclaredPatch):
             if taken:
                 raise AnchorDrift(VARIABLES_PY, test.lineno, chain, "no test true for an allowed dtype string",
                                   f"{found} for {taken[0]!r}")
-
 
 
 PATCH = DtypeFastPaths()

@@ -52,10 +52,8 @@ TorchDynamo: the getter's comment says `super()` cannot be used there; the fast 
 nothing but `type`, `dict.get` and comparisons, which Dynamo traces (and a graph break would
 fall back to eager, not change results).
 
-Not carried: nothing upstream; the body, `_maybe_autocast` and the global-state functions are
-left as they are. Applies from Keras 3.5.0 (`since`): 3.0.0-3.4.1's getter has another shape
-(no closure, no meta stub). No switch: the fast path keeps no state and returns the object
-the body returns in every state it accepts; everywhere else the body itself runs.
+Applies from Keras 3.5.0 (`since`): 3.0.0-3.4.1's getter has another shape (no closure, no
+meta stub). No switch: the fast path keeps no state and returns what the body would return.
 """
 
 from __future__ import annotations
@@ -64,8 +62,7 @@ from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
 from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, Headers
 
 ANCHOR = "Variable.value: def maybe_use_symbolic_tensor(value): / if in_stateless_scope(): / ..."
-#: Upstream's getter, 3.5.0-3.15.1 and keras-nightly: the closure (the only place the body
-#: consults the device), the stateless branch, the autocast of an initialised value, the return.
+#: Upstream's getter, 3.5.0-3.15.1 and keras-nightly (its closure is where the body reads the device).
 GETTER = """
 @property
 def value(self):
@@ -94,18 +91,13 @@ class TorchVariableValueFastPath(DeclaredPatch):
     headers = Headers(
         description="torch Variable.value returns self._value straight away when no stateless scope, no "
         "autocast scope (or an autocast=False variable) and a non-meta str device leave the body nothing to do.",
-        origin="ours",
-        bug="https://github.com/keras-team/keras/issues/22561",
-        forwarded="not-needed",
-        applied_upstream=None,
-        last_update="2026-12-01",
+        origin="ours", bug="https://github.com/keras-team/keras/issues/22561",
+        forwarded="not-needed", applied_upstream=None, last_update="2026-12-01",
     )
     files = (TORCH_CORE_PY,)
     moved = TORCH_CORE_MOVED
     since = "3.5.0"
-    codemod = "TorchVariableValueFastPathCommand"
-    #: The fast path first in the getter, a blank line above upstream's body; the captured
-    #: originals at module level right after `class Variable`.
+    #: The fast path atop the getter, a blank line above its body; the captured originals after `class Variable`.
     edits = (
         Prepend("Variable.value", "value_fast_path", label=ANCHOR, blank_lines=1,
                 description="a fast path returns `self._value` above the unchanged body"),
@@ -120,11 +112,8 @@ class TorchVariableValueFastPath(DeclaredPatch):
     )
     #: An unmarked fast path is not upstream's (it has none): drift.
     upstream_forms = False
-    details = Details(
-        apply="a fast path returning self._value at the top of Variable.value",
-        present="Variable.value has the fast path (forkgen)",
-        upstream="",
-    )
+    details = Details(apply="a fast path returning self._value at the top of Variable.value",
+                      present="Variable.value has the fast path (forkgen)", upstream="")
 
 
 PATCH = TorchVariableValueFastPath()

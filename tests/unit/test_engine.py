@@ -11,6 +11,7 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, CodemodTest, SkipFile
 
+from codemods import engine, series
 from codemods.engine import (
     AddElse,
     Analysis,
@@ -32,7 +33,7 @@ from codemods.engine import (
     lines,
     names_of,
 )
-from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Sources, statements
+from codemods.patchlib import TREE_CACHES, AnchorDrift, Check, Headers, Outcome, Sources, statements
 
 PATH = "pkg/mod.py"
 MODULE = textwrap.dedent(
@@ -385,6 +386,22 @@ def test_reports_name_each_anchor_at_its_line() -> None:
     assert [(a.name, a.line) for a in EXPRESSION.check(sources(MODULE)).anchors] == [
         ("helper(self.value, __)", 18), ("def anchor_fn(): ___", 6)
     ]
+
+
+
+def test_a_description_names_the_state_of_its_piece() -> None:
+    patch = declare(Wrap(Anchor("Box.get", "self.ready = True", description="guard: {state}"), "guard"))
+    assert [[a.description for a in patch.check(sources(text)).anchors] for text in (MODULE, WRAPPED, unmarked(WRAPPED))] == [
+        ["guard: absent"], ["guard: ours"], ["guard: theirs"]]
+
+
+
+def test_a_series_run_leaves_no_tree_in_the_caches_by_node() -> None:
+    # Lines and names are kept by node, the node with them: a run empties them as it ends.
+    WRAP.check(sources(MODULE))
+    assert all(TREE_CACHES) and {id(c) for c in TREE_CACHES} >= {id(engine._PARTS), id(engine._LINES), id(engine._NAMES)}
+    result = series.run(lambda path: MODULE if path == PATH else None, (WRAP,))
+    assert result.files == {PATH: WRAPPED} and not any(TREE_CACHES)
 
 
 class TestGeneratedCommand(CodemodTest):

@@ -18,6 +18,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The packages' cases.py build their examples on the project's test helpers (`tests.support`):
+# importable from the repository root, which a script's own path does not put on sys.path.
+sys.path.insert(0, str(ROOT))
+
 
 def declared_mutants() -> list[tuple[str, str, str, str]]:
     """The mutants the series' packages declare (`MUTANTS` of each package's `cases` module), as

@@ -41,3 +41,15 @@ def test_mutant_applies_once_and_parses(mutant: tuple[str, ...]) -> None:
     assert text.count(old) == 1, f"{name}: {old!r} occurs {text.count(old)} times in {path}"
     assert new != old, name
     ast.parse(text.replace(old, new), filename=path)
+
+
+def test_the_script_runs_as_nox_runs_it() -> None:
+    # `python tests/mutants.py` in a fresh interpreter (nox's mutants session): its own directory on
+    # sys.path, not the repository's, yet it must import every package's cases.py (which use
+    # `tests.support`). A name no mutant has stops it before anything is fetched or built.
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "tests/mutants.py", "no such mutant"], cwd=ROOT, capture_output=True,
+                            text=True, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1 and "no mutant's name holds any of ['no such mutant']" in result.stderr, result.stderr

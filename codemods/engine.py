@@ -154,14 +154,13 @@ from typing import Any, ClassVar, NoReturn, cast
 import libcst as cst
 import libcst.matchers as m
 from libcst._nodes.internal import CodegenState
-from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods.patchlib import (
     PLACEHOLDER,
     TREE_CACHES,
     AnchorDrift,
     AnchorReport,
-    BackportCommand,
     Check,
     Outcome,
     Patch,
@@ -1828,16 +1827,21 @@ def _explained(patch: DeclaredPatch, alone: Sources, drift: AnchorDrift, path: s
     raise AnchorDrift(filename, drift.line, drift.anchor, drift.expected, drift.found) from None
 
 
-class DeclaredCommand(BackportCommand):
+class DeclaredCommand(VisitorBasedCodemodCommand):
     """The libcst command of a `DeclaredPatch`: its edits of one file, by one transformer that
-    visits only the statements leading to them (the rest of the module is kept, not rebuilt)."""
+    visits only the statements leading to them (the rest of the module is kept, not rebuilt).
+
+    It uses no libcst metadata and no matcher decorators, so it skips what those cost: the deep
+    copy `Codemod.transform_module` makes for a MetadataWrapper (of a 2,000-line layer.py), and
+    `MatcherDecoratableTransformer`'s search for decorated methods on every instance and its
+    bookkeeping on every node visited."""
 
     PATCH: ClassVar[DeclaredPatch]
 
     def __init__(self, context: CodemodContext, analysis: FileAnalysis | None = None) -> None:
         """`analysis`: the patch's analysis of the module to transform, when the caller made it
         (the series hands over its check's: the module is then not analysed again)."""
-        super().__init__(context)
+        Codemod.__init__(self, context)  # without MatcherDecoratableTransformer's initialisation
         self._given = analysis
         self._path: set[int] = set()
         self._plan: dict[int, Callable[[Any], Any]] = {}
@@ -1875,8 +1879,14 @@ class DeclaredCommand(BackportCommand):
         self._path, self._plan = self.PATCH.plan(analysis)
         return super().transform_module_impl(tree)
 
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        return self.transform_module_impl(tree)
+
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self._path
+
+    on_visit_attribute = cst.CSTTransformer.on_visit_attribute
+    on_leave_attribute = cst.CSTTransformer.on_leave_attribute
 
     def on_leave(self, original_node: Any, updated_node: Any) -> Any:
         edit = self._plan.get(id(original_node))

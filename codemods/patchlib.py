@@ -17,12 +17,11 @@ import abc
 import ast
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, cast
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
-from libcst.matchers import _decorators as matcher_decorators
+from libcst.codemod import VisitorBasedCodemodCommand
 
 T = TypeVar("T")
 
@@ -109,10 +108,6 @@ class Sources:
         if key not in self.memo:
             self.memo[key] = compute()
         return cast(T, self.memo[key])
-
-    def analysed(self, name: str, path: str, analyze: Callable[[cst.Module, ast.Module, str], T]) -> T:
-        """Patch `name`'s analysis of module `path`: `analyze(module, its ast, path)`, memoised."""
-        return self.memoised(f"{name}:{path}", lambda: analyze(self.module(path), self.ast(path), path))
 
     def exists(self, path: str) -> bool:
         return path in self._modules or self.text(path) is not None  # a parsed file: no need to render it
@@ -269,51 +264,6 @@ def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
 # -- helpers for the patches' analyses ----------------------------------------------------------
 
 
-#: What libcst's matcher decorators (`@m.visit`, `@m.leave`, `@m.call_if_inside`,
-#: `@m.call_if_not_inside`) set on the methods they decorate.
-_MATCHER_DECORATIONS = (
-    matcher_decorators.CONSTRUCTED_VISIT_MATCHER_ATTR,
-    matcher_decorators.CONSTRUCTED_LEAVE_MATCHER_ATTR,
-    matcher_decorators.VISIT_POSITIVE_MATCHER_ATTR,
-    matcher_decorators.VISIT_NEGATIVE_MATCHER_ATTR,
-)
-
-
-class PlainCommand(VisitorBasedCodemodCommand):
-    """A visitor-based codemod with plain `visit_<Node>`/`leave_<Node>` methods: it uses no
-    libcst metadata and no matcher decorators (a subclass with a decorated method is refused).
-
-    So it skips what those cost: the deep copy that `Codemod.transform_module` makes for a
-    MetadataWrapper (of a 2,000-line layer.py), and `MatcherDecoratableTransformer`'s search for
-    decorated methods on every instance (three scans of a transformer's ~900 attributes, some
-    5 ms per codemod) and its bookkeeping on every node visited.
-    """
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        decorated = [name for name, value in vars(cls).items() if any(hasattr(value, a) for a in _MATCHER_DECORATIONS)]
-        if decorated:
-            raise TypeError(f"{cls.__name__}: matcher decorators have no effect here ({', '.join(decorated)})")
-
-    def __init__(self, context: CodemodContext) -> None:
-        # Codemod's initialisation, without MatcherDecoratableTransformer's.
-        Codemod.__init__(self, context)
-
-    # CSTTransformer's dispatch to visit_<Node>/leave_<Node>, without the matchers' bookkeeping
-    # (what MatcherDecoratableTransformer's methods do when nothing is decorated).
-    on_visit = cst.CSTTransformer.on_visit
-    on_leave = cst.CSTTransformer.on_leave  # type: ignore[assignment]
-    on_visit_attribute = cst.CSTTransformer.on_visit_attribute
-    on_leave_attribute = cst.CSTTransformer.on_leave_attribute
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        return self.transform_module_impl(tree)
-
-
-class BackportCommand(PlainCommand):
-    """Base of the backports' codemods (see `PlainCommand`)."""
-
-
 #: The comment every piece a backport inserts carries, so that its presence is recognised
 #: (and told apart from the same change made upstream): `# forkgen: <patch name>`.
 MARKER = "# forkgen: {name}"
@@ -395,29 +345,6 @@ def statement_ancestors(root: cst.CSTNode, targets: Iterable[cst.CSTNode]) -> se
         for child in _statement_children(node):
             parents[id(child)] = id(node)
             stack.append(child)
-    return found
-
-
-def subtree_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node of `root`'s subtree, parents before children (children in the order of
-    their dataclass fields, which is not always the source's).
-
-    A read-only walk over the nodes' dataclass fields: libcst's `visit` would
-    rebuild every node on the way back up, which costs several times more.
-    """
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [root]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        children: list[cst.CSTNode] = []
-        for attribute in fields(node):
-            value = getattr(node, attribute.name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        stack.extend(reversed(children))
     return found
 
 

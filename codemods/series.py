@@ -18,7 +18,6 @@ from packaging.version import InvalidVersion, Version
 
 from codemods.patchlib import (
     AnchorDrift,
-    AnchorReport,
     Check,
     Outcome,
     Patch,
@@ -233,8 +232,3 @@ def _check(patch: Patch, sources: Sources, release: Version | None, outcomes: di
         return PatchResult(patch, patch.check(sources))
     except AnchorDrift as error:
         return PatchResult(patch, Check(Outcome.DRIFT, str(error)), error)
-
-
-def anchors_of(result: SeriesResult) -> list[tuple[str, AnchorReport]]:
-    """(patch name, anchor) of every applied patch, for reports."""
-    return [(r.patch.name, a) for r in result.applied for a in r.check.anchors]

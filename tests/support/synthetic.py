@@ -10,6 +10,7 @@ in docs/keras-releases.md describes.
 from __future__ import annotations
 
 import hashlib
+import gzip
 import io
 import tarfile
 import textwrap
@@ -326,9 +327,9 @@ def write_tree(root: Path, files: dict[str, str] | None = None) -> Path:
 
 
 def sdist_bytes(files: dict[str, str] | None = None, top: str = "keras-3.15.1") -> bytes:
-    """A .tar.gz sdist of the tree."""
+    """A .tar.gz sdist of the tree, the same bytes for the same files (the gzip header's time too)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for relative, text in sorted((files or tree_files()).items()):
             data = text.encode("utf-8")
             info = tarfile.TarInfo(f"{top}/{relative}")
@@ -336,7 +337,7 @@ def sdist_bytes(files: dict[str, str] | None = None, top: str = "keras-3.15.1") 
             info.mtime = 1_700_000_000
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return gzip.compress(buffer.getvalue(), mtime=0)
 
 
 def sha256(data: bytes) -> str:

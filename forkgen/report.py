@@ -4,9 +4,8 @@ Static: the tree is parsed with `ast`, never imported. Base classes are resolved
 module's imports (aliases, attribute bases such as `layers.Layer`, re-exports through package
 `__init__` modules, relative and star imports), `call` through a C3 linearisation of the bases
 found inside Keras (others, such as `object` or backend classes, are ignored). The eligibility
-rules mirror the code the patch inserts (`_callspec_fast_plan`, `_callspec_fast_bindings` and
-the variant's `_callspec_fast_default_is_plain` in codemods/callspec_fast_path/templates/); a default that is not
-a literal is assumed plain (not a tensor, not nested), and the report lists it. With the extension, every call
+rules are the CallSpec patch's (`codemods/callspec_fast_path/rules.py`, those of the code it inserts); a
+default that is not a literal is assumed plain (not a tensor, not nested), and the report lists it. With the extension, every call
 that binds is fast; a shape that does not bind (it raises, upstream and on the fork alike) is reported slow, with
 why.
 """
@@ -20,6 +19,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codemods.callspec_fast_path.rules import (
+    _POSITIONAL,
+    KEYWORD_ONLY,
+    POSITIONAL_ONLY,
+    VAR_KEYWORD,
+    VAR_POSITIONAL,
+    Parameter,
+    bindings_reason,
+    call_parameters,
+    plan_reason,
+    unbound_reason,
+)
 from codemods.callspec_fast_path.source import BASE_PIECES, analyze_source
 from codemods.callspec_fast_path.variants import LAYER_PY
 from codemods.patchlib import AnchorDrift
@@ -29,27 +40,10 @@ from forkgen.patch import require_keras_tree
 
 #: The class every reported class derives from (and which is not reported itself).
 LAYER_CLASS = "keras.src.layers.layer.Layer"
-#: Parameter kinds, named as `inspect.Parameter` names them.
-POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = (
-    "positional_only", "positional_or_keyword", "var_positional", "keyword_only", "var_keyword"
-)
-_POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
 _CLASS_LINE = re.compile(r"^class ", re.MULTILINE)
 _V4_TRAINING_NOTE = "fast while `training` is a call-context argument (the default)"
 _EXTENSION_ABSENT = "extension not in this tree"
 Ref = tuple[str, str]  # ("class", "module.Class") or ("module", "dotted.name")
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One parameter of `call()` (without `self`) and how the patch classifies its default."""
-
-    name: str
-    kind: str
-    default: str | None  # the default's source text; None when there is none
-    plain: bool
-    why: str | None = None  # why a default is not plain
-    assumed: bool = False  # not a literal: assumed plain
 
 
 @dataclass(frozen=True)
@@ -97,105 +91,6 @@ class Report:
     @property
     def extension_patched(self) -> bool:
         return self.applied["extension"]
-
-
-# -- eligibility, as the inserted code computes it ------------------------------------------------
-def _leaves(value: object) -> list[object]:
-    # `tree.flatten`: lists, tuples and dicts (over their values) are nested; str/bytes are leaves.
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        return [leaf for item in value for leaf in _leaves(item)]
-    return [value]
-
-
-def classify_default(node: ast.expr | None, variant: str) -> tuple[bool, str | None, bool]:
-    """`(plain, why_not, assumed)` of a default expression, by the variant's
-    `_callspec_fast_default_is_plain`. A literal is never a tensor, so only the nested rule
-    can make it not plain; a non-literal is assumed plain; no default is not plain."""
-    if node is None:
-        return False, None, False
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return True, None, True
-    if not isinstance(value, list | tuple | dict):
-        return True, None, False
-    leaves = _leaves(value)
-    if variant == "V1":  # no length test: `all()` over no leaves is true, `()` is a tensor argument
-        tensor_like = not leaves
-    elif variant == "V2":
-        tensor_like = len(value) > 0 and not leaves
-    else:  # V3, V4: None counts with the tensors
-        tensor_like = len(value) > 0 and all(leaf is None for leaf in leaves)
-    if not tensor_like:
-        return True, None, False
-    why = "empty nested value" if not value else "nested value of only None" if leaves else "nested value without leaves"
-    return False, f"{why}, {variant}", False
-
-
-def _param_reason(p: Parameter) -> str:
-    if p.default is None:
-        return f"parameter `{p.name}` has no default"
-    return f"default of `{p.name}` is not plain ({p.why})"
-
-
-def _refusal(p: Parameter) -> str | None:
-    if p.kind in (VAR_POSITIONAL, VAR_KEYWORD):
-        return f"call() takes {'*' if p.kind == VAR_POSITIONAL else '**'}{p.name}"
-    if p.name == "training" and p.kind == POSITIONAL_ONLY:
-        return "positional-only `training`"
-    return None
-
-
-def plan_reason(params: list[Parameter]) -> str | None:
-    """Why `_callspec_fast_plan` returns None (`layer(x)` not eligible); None when it does not."""
-    if not params:
-        return "call() takes no argument"
-    if params[0].kind not in _POSITIONAL:
-        return _refusal(params[0]) or f"first parameter `{params[0].name}` is keyword-only"
-    for p in params:  # in the template's order: `training` first, then *args/**kwargs, then defaults
-        reason = _refusal(p) or (None if p is params[0] or p.plain else _param_reason(p))
-        if reason:
-            return reason
-    return None
-
-
-def bindings_reason(params: list[Parameter]) -> str | None:
-    """Why `_callspec_fast_bindings` returns None (no call but `layer(x)` may be fast); None
-    when the layer gets a binding plan: every call that binds is then fast."""
-    if not params:
-        return "call() takes no argument"
-    if any(p.name == "training" and p.kind == POSITIONAL_ONLY for p in params):
-        return "positional-only `training`"
-    return None
-
-
-def unbound_reason(params: list[Parameter], n: int, keywords: frozenset[str] = frozenset()) -> str | None:
-    """Why `layer(x1, ..., xn, **keywords)` does not bind (it raises upstream as on the fork,
-    so it is never fast); None when it binds."""
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    for name in sorted(keywords):  # a keyword call() does not take is popped or goes to **kwargs
-        taker = next((p for p in params if p.name == name), None)
-        if taker is None or taker not in positional:
-            continue
-        took_positional = positional.index(taker) < n
-        if taker.kind == POSITIONAL_ONLY:
-            # Beside a positional argument, the keyword goes to **kwargs; alone, bind refuses it.
-            if not (took_positional and any(p.kind == VAR_KEYWORD for p in params)):
-                return f"`{name}` is positional-only"
-        elif took_positional:
-            return f"`{name}` would take both a positional argument and a keyword"
-    if n > len(positional) and all(p.kind != VAR_POSITIONAL for p in params):
-        count = f"only {len(positional)} parameter{'s take' if len(positional) != 1 else ' takes'}" if positional else "no parameter takes"
-        return f"{count} a positional argument"
-    for p in params[n:] if n <= len(positional) else [p for p in params if p.kind not in _POSITIONAL]:
-        if p.kind in (VAR_POSITIONAL, VAR_KEYWORD) or p.default is not None or p.name in keywords:
-            continue
-        if p.kind in _POSITIONAL and positional.index(p) < n:
-            continue
-        return f"parameter `{p.name}` has no default"
-    return None
 
 
 # -- the module index and class resolution ---------------------------------------------------------
@@ -353,24 +248,6 @@ def _call_statement(node: ast.ClassDef) -> ast.stmt | None:
         ):
             found = stmt
     return found
-
-
-def call_parameters(fn: ast.FunctionDef, variant: str) -> list[Parameter]:
-    """The parameters `inspect.signature(layer.call)` shows: the def's, without the first."""
-    a = fn.args
-    positional = [*a.posonlyargs, *a.args]
-    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    spec: list[tuple[str, str, ast.expr | None]] = [
-        (arg.arg, POSITIONAL_ONLY if i < len(a.posonlyargs) else POSITIONAL_OR_KEYWORD, defaults[i])
-        for i, arg in enumerate(positional)
-    ]
-    spec += [(a.vararg.arg, VAR_POSITIONAL, None)] if a.vararg else []
-    spec += [(arg.arg, KEYWORD_ONLY, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
-    spec += [(a.kwarg.arg, VAR_KEYWORD, None)] if a.kwarg else []
-    return [
-        Parameter(name, kind, None if node is None else ast.unparse(node), *classify_default(node, variant))
-        for name, kind, node in (spec[1:] if positional else spec)
-    ]
 
 
 def format_signature(params: list[Parameter]) -> str:

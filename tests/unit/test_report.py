@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods.callspec_fast_path import rules
 from codemods.callspec_fast_path.source import patch_source
 from forkgen import cli, report
 from forkgen.errors import EXIT_DRIFT, EXIT_USAGE
@@ -276,11 +277,11 @@ def test_dense_like_layer_and_the_training_note(mini: dict[str, report.LayerRepo
 def test_default_classes_per_variant(tmp_path: Path, variant: str, default: str, plain: bool, why: str | None) -> None:
     modules = {"keras/src/layers/pad.py": f"from keras.src.layers.layer import Layer\n\nclass Pad(Layer):\n    def call(self, inputs, padding={default}):\n        return inputs\n"}
     row = rows(make_tree(tmp_path, modules, variant))["keras.src.layers.pad.Pad"]
-    assert row.parameters[1] == report.Parameter("padding", report.POSITIONAL_OR_KEYWORD, default, plain, why)
+    assert row.parameters[1] == rules.Parameter("padding", rules.POSITIONAL_OR_KEYWORD, default, plain, why)
     # A plain default: layer(x) has the base's plan; otherwise the extension's bindings take it.
     expected = report.Verdict(False, True, "not patched" if plain else "extension not in this tree")
     assert row.shapes["layer(x)"] == expected
-    assert (report.plan_reason(list(row.parameters)) is None) is plain
+    assert (rules.plan_reason(list(row.parameters)) is None) is plain
     # Any other call: the extension (absent from this tree) would take it whatever the default.
     verdict = row.shapes["layer(x, training=b)"]
     assert (verdict.fast, verdict.eligible, verdict.reason) == (False, True, "extension not in this tree")
@@ -329,10 +330,10 @@ def test_rules_agree_with_the_inserted_code(spec: str, variant: str) -> None:
     signature = inspect.signature(types.MethodType(namespace["call"], object()))
     fn = ast.parse(source).body[0]
     assert isinstance(fn, ast.FunctionDef)
-    params = report.call_parameters(fn, variant)
+    params = rules.call_parameters(fn, variant)
     module = PATCHED[variant]
-    assert (report.plan_reason(params) is None) == (module._callspec_fast_plan(signature) is not None), spec
-    assert (report.bindings_reason(params) is None) == (module._callspec_fast_bindings(signature) is not None), spec
+    assert (rules.plan_reason(params) is None) == (module._callspec_fast_plan(signature) is not None), spec
+    assert (rules.bindings_reason(params) is None) == (module._callspec_fast_bindings(signature) is not None), spec
     # Which positional calls bind: the report's reasons against Signature.bind itself.
     for n in range(1, 5):
         try:
@@ -341,14 +342,14 @@ def test_rules_agree_with_the_inserted_code(spec: str, variant: str) -> None:
             binds = False
         else:
             binds = True
-        assert (report.unbound_reason(params, n) is None) is binds, (spec, n)
+        assert (rules.unbound_reason(params, n) is None) is binds, (spec, n)
     try:
         signature.bind(0, training=True)
     except TypeError:
-        binds_training = "training" not in signature.parameters and report.unbound_reason(params, 1) is None
+        binds_training = "training" not in signature.parameters and rules.unbound_reason(params, 1) is None
     else:
         binds_training = True
-    assert (report.unbound_reason(params, 1, frozenset({"training"})) is None) is binds_training, spec
+    assert (rules.unbound_reason(params, 1, frozenset({"training"})) is None) is binds_training, spec
 
 
 # -- the command: header, output, exit codes -----------------------------------------------------

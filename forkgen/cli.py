@@ -468,13 +468,12 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     requested = args.target or config_mod.LATEST
     if args.latest and requested.strip().lower() != config_mod.LATEST:
         raise UsageError(f"--latest and VERSION {args.target} contradict each other", hint="give one of them")
-    summary = rebase_mod.RebaseSummary(args.distribution or cfg.pin.distribution, cfg.pin)
     summary_path = args.summary or _workspace(cfg) / "rebase" / "summary.md"
+    distribution = args.distribution or cfg.pin.distribution
     try:
         version = _version(requested, args.distribution, cfg)
         target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
-        summary.target = target.version
-        result = rebase_mod.rebase(
+        summary = rebase_mod.rebase(
             target,
             cfg.pin,
             cfg.path,
@@ -484,28 +483,26 @@ def cmd_rebase(args: argparse.Namespace) -> int:
             torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
             verify=not args.no_verify,
             selected=_selected(args, cfg),
-            summary=summary,
         )
-    except ForkgenError as error:
-        if summary.error is None:  # failed before the rebase began (resolving the release)
-            if isinstance(error, UsageError):  # bad arguments: nothing is written
-                if args.json:
-                    print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
-                raise
-            summary.stage = summary.stage or "resolve"
-            summary.fail(error)
-        _report_rebase(summary, summary_path, args.json)
+    except UsageError as error:  # bad arguments: nothing is written
+        if args.json:
+            print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
         raise
+    except ForkgenError as error:  # the release could not be resolved: the rebase did not begin
+        summary = rebase_mod.RebaseSummary(distribution, cfg.pin, stage="resolve").failed(error)
     _report_rebase(summary, summary_path, args.json)
-    if not args.json:
-        print(result.wheel.path)
+    if not summary.ok:
+        print_error(summary.error or "", summary.hint)
+        return summary.exit_code
+    if not args.json and summary.wheel is not None:
+        print(summary.wheel.path)
     return EXIT_OK
 
 
 def _report_rebase(summary: rebase_mod.RebaseSummary, path: Path, as_json: bool) -> None:
     """Write the Markdown summary, then print the summary (text, or one JSON document)."""
     try:
-        summary.write(path)
+        summary = summary.write(path)
     except OSError as error:
         log(f"warning: could not write the summary to {path}: {error}")
     if as_json:
@@ -600,6 +597,13 @@ COMMANDS = {
 }
 
 
+def print_error(message: str, hint: str | None) -> None:
+    """A failure as every command reports it on stderr: `error: ...`, then `hint: ...`."""
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see EPILOG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -620,9 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return COMMANDS[args.command](args)
     except ForkgenError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
+        print_error(error.message, error.hint)
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -8,9 +8,8 @@ Any failure leaves pyproject.toml untouched; the exit code says which stage fail
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,6 @@ from forkgen.model import Analysis, Pin, Wheel
 DEFAULT_TORCH_SPEC = requirements.TORCH_SPEC
 #: The verify stage (a module-level name, so that offline tests can stand in for it).
 verify_release = verify.verify_release
-
-
-@dataclass(frozen=True)
-class RebaseResult:
-    pin: Pin
-    wheel: Wheel
-    analysis: Analysis
-    previous: Analysis | None
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -121,12 +111,10 @@ def moved(previous: Analysis | None, current: Analysis) -> list[str]:
     return lines
 
 
-@dataclass
+@dataclass(frozen=True)
 class RebaseSummary:
-    """Everything a person (or a pull request) needs to judge a rebase, filled stage by stage.
-
-    Written whether the rebase succeeds or not: on drift it carries every patch's outcome and
-    the diagnostic.
+    """Everything a person (or a pull request) needs to judge a rebase: what `rebase` returns,
+    whether it succeeded or not (on drift: every patch's outcome and the diagnostic).
     """
 
     distribution: str
@@ -151,16 +139,20 @@ class RebaseSummary:
     label_configured: bool = False
     new_sha256: str | None = None
     pin_moved: bool = False
+    #: Where the Markdown summary was written (`write`).
     path: Path | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+    #: The pin as rewritten (or as it would be), once the wheel is built.
+    pin: Pin | None = None
 
-    def fail(self, error: ForkgenError) -> None:
-        self.ok = False
-        self.exit_code = error.exit_code
-        self.error = error.message
-        self.hint = error.hint or None
-        if self.equivalence == "not run":
-            self.equivalence = f"not run (the rebase stopped at {self.stage or 'start'})"
+    def failed(self, error: ForkgenError, message: str | None = None, hint: str | None = None) -> RebaseSummary:
+        """This summary, of a rebase that stopped at `stage` on `error` (in its words, or `message`
+        and `hint`)."""
+        equivalence = self.equivalence
+        if equivalence == "not run":
+            equivalence = f"not run (the rebase stopped at {self.stage or 'start'})"
+        return replace(self, ok=False, exit_code=error.exit_code, error=message or error.message,
+                       hint=(error.hint if hint is None else hint) or None, equivalence=equivalence)
 
     @property
     def title(self) -> str:
@@ -316,12 +308,11 @@ class RebaseSummary:
         out.append("<sub>Written by `forkgen rebase`.</sub>")
         return "\n".join(out).rstrip() + "\n"
 
-    def write(self, path: Path) -> Path:
-        """Write the Markdown summary to `path` (atomically); return it."""
+    def write(self, path: Path) -> RebaseSummary:
+        """Write the Markdown summary to `path` (atomically); return this summary, written there."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
         locking.write_atomic(path, self.to_markdown().encode("utf-8"))
-        return path
+        return replace(self, path=path)
 
 
 def rewrite_pin(pyproject: Path, pin: Pin, expected: Pin | None = None) -> None:
@@ -358,22 +349,33 @@ def rebase(
     torch_spec: str = DEFAULT_TORCH_SPEC,
     verify: bool = True,
     selected: Sequence[Patch] | None = None,
-    summary: RebaseSummary | None = None,
-) -> RebaseResult:
-    """Prove the fork on `pin`, then move the pin in `pyproject` to it.
+) -> RebaseSummary:
+    """Prove the fork on `pin`, then move the pin in `pyproject` to it; return the summary, of a
+    success or of the stage that failed (`ok`, `exit_code`, `error`: the pin is then unchanged).
 
     The wheel is built by `pipeline.build_fork`, the very function `forkgen build` runs, into
-    `workspace/rebase/<distribution>-<version>/`; two rebases onto one release take turns in
-    it. `summary`, when given, is filled as the stages pass, also when one fails (each
-    patch's outcome, the drift, what moved).
+    `workspace/rebase/<distribution>-<version>/`; two rebases onto one release take turns in it.
     """
     workdir = workspace / "rebase" / f"{pin.distribution}-{pin.version}"
-    with locking.hold(workdir.with_name(f".{workdir.name}{locking.LOCK_SUFFIX}"), f"the rebase workspace {workdir}"):
-        return _rebase(pin, previous_pin, pyproject, cache_dir=cache_dir, workdir=workdir, overlay=overlay,
-                       torch_spec=torch_spec, verify=verify, selected=selected, summary=summary)
+    summary = RebaseSummary(pin.distribution, previous_pin, target=pin.version, stage="fetch")
+    try:
+        with locking.hold(workdir.with_name(f".{workdir.name}{locking.LOCK_SUFFIX}"), f"the rebase workspace {workdir}"):
+            return _rebase(summary, pin, previous_pin, pyproject, cache_dir=cache_dir, workdir=workdir, overlay=overlay,
+                           torch_spec=torch_spec, verify=verify, selected=selected)
+    except _Stopped as stopped:
+        return stopped.summary
+
+
+class _Stopped(Exception):
+    """A stage failed: the summary so far, failed."""
+
+    def __init__(self, summary: RebaseSummary) -> None:
+        super().__init__(summary.error)
+        self.summary = summary
 
 
 def _rebase(
+    summary: RebaseSummary,
     pin: Pin,
     previous_pin: Pin | None,
     pyproject: Path,
@@ -384,29 +386,24 @@ def _rebase(
     torch_spec: str,
     verify: bool,
     selected: Sequence[Patch] | None,
-    summary: RebaseSummary | None,
-) -> RebaseResult:
-    started = time.monotonic()
-    stage = "fetch"
-    summary = summary if summary is not None else RebaseSummary(pin.distribution, previous_pin)
-    summary.distribution, summary.target = pin.distribution, pin.version
-
+) -> RebaseSummary:
     def enter(name: str) -> None:
-        nonlocal stage
-        stage = summary.stage = name
+        nonlocal summary
+        summary = replace(summary, stage=name)
 
     try:
-        enter("fetch")
         previous = None
         if previous_pin is not None:
             try:
                 previous = patch.analyze_series(fetch(previous_pin, cache_dir).root, selected)
             except ForkgenError as error:
                 log(f"(the current pin cannot be analysed for comparison: {error.message})")
-                summary.notes.append(f"The pinned release could not be analysed for comparison: {error.message}")
-        summary.previous_analysis = previous
+                summary = replace(summary, notes=(*summary.notes,
+                                                  f"The pinned release could not be analysed for comparison: {error.message}"))
+        summary = replace(summary, previous_analysis=previous)
         if previous is not None:
-            summary.label_before = previous_pin.local_label if previous_pin and previous_pin.local_label else previous.label
+            summary = replace(summary, label_before=previous_pin.local_label if previous_pin and previous_pin.local_label
+                              else previous.label)
         try:
             built = pipeline.build_fork(
                 pin,
@@ -418,42 +415,38 @@ def _rebase(
                 on_stage=enter,
             )
         except patch.SeriesDriftError as drift:
-            summary.analysis = drift.analysis
+            summary = replace(summary, analysis=drift.analysis)
             raise
         assert built.source is not None  # built from the index, never from a local tree
         pinned = Pin(pin.distribution, pin.version, built.source.sha256, pin.local_label)
-        summary.analysis, summary.wheel, summary.new_sha256 = built.analysis, built.wheel, built.source.sha256
-        summary.label = built.wheel.version.partition("+")[2] or None
-        summary.label_configured = pin.local_label is not None
+        summary = replace(summary, analysis=built.analysis, wheel=built.wheel, new_sha256=built.source.sha256, pin=pinned,
+                          label=built.wheel.version.partition("+")[2] or None, label_configured=pin.local_label is not None)
         log(f"what moved since {previous_pin.version if previous_pin else 'the pin'}:")
         for line in moved(previous, built.analysis):
             log(line)
         for name in summary.retired():
             log(f"  {name}: upstream in {pin.version}: retired (dropped from the build and the label)")
         enter("verify")
-        if verify:
-            log("[5/5] verify on torch: the equivalence suite against the unpatched release, parity, "
-                "and Keras's own tests where the release ships them")
-            results = verify_release(
-                built.wheel.path, project=pyproject.parent, upstream_src=built.source.root, work=workdir / "envs",
-                reports=workdir / "verify", backends=["torch"], torch_spec=torch_spec,
-            )
-            summary.equivalence = "passed" + (": " + "; ".join(f"{r.name} ({r.summary})" for r in results) if results else "")
-        else:
+        if not verify:
             log("[5/5] equivalence suite skipped (--no-verify): the pin is not rewritten")
-            summary.equivalence = "skipped (--no-verify)"
-            summary.ok, summary.exit_code = True, EXIT_OK
-            return RebaseResult(pinned, built.wheel, built.analysis, previous, time.monotonic() - started)
+            return replace(summary, equivalence="skipped (--no-verify)", ok=True, exit_code=EXIT_OK)
+        log("[5/5] verify on torch: the equivalence suite against the unpatched release, parity, "
+            "and Keras's own tests where the release ships them")
+        results = verify_release(
+            built.wheel.path, project=pyproject.parent, upstream_src=built.source.root, work=workdir / "envs",
+            reports=workdir / "verify", backends=["torch"], torch_spec=torch_spec,
+        )
+        summary = replace(summary, equivalence="passed" + (
+            ": " + "; ".join(f"{r.name} ({r.summary})" for r in results) if results else ""))
         enter("pin")
         rewrite_pin(pyproject, pinned, expected=previous_pin)
     except ForkgenError as error:
-        if stage == "verify" and isinstance(error, VerificationError):
-            summary.equivalence = f"failed: {error.message}"
-        error.message = f"rebase onto {pin.distribution} {pin.version} failed at {stage}: {error.message}"
-        error.hint = (error.hint + "; " if error.hint else "") + f"the pin in {pyproject} is unchanged"
-        summary.fail(error)
-        raise
-    summary.ok, summary.exit_code, summary.pin_moved = True, EXIT_OK, True
-    summary.stage = None
+        if summary.stage == "verify" and isinstance(error, VerificationError):
+            summary = replace(summary, equivalence=f"failed: {error.message}")
+        raise _Stopped(summary.failed(
+            error,
+            f"rebase onto {pin.distribution} {pin.version} failed at {summary.stage}: {error.message}",
+            (error.hint + "; " if error.hint else "") + f"the pin in {pyproject} is unchanged",
+        )) from error
     log(f"pin moved to {pin.distribution} {pin.version} (sha256 {pinned.sha256}) in {pyproject}")
-    return RebaseResult(pinned, built.wheel, built.analysis, previous, time.monotonic() - started)
+    return replace(summary, ok=True, exit_code=EXIT_OK, pin_moved=True, stage=None)

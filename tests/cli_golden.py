@@ -15,6 +15,7 @@ as `<tmp>`. Writes OUT/<scenario>.txt per scenario.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -26,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from forkgen import cli, verify  # noqa: E402
+from forkgen import cli, provenance, verify  # noqa: E402
 from forkgen import rebase as rebase_mod  # noqa: E402
 from forkgen.errors import VerificationError  # noqa: E402
 from tests.support.fake_index import FakeIndex, File  # noqa: E402
@@ -80,7 +81,11 @@ def run(root: Path, *argv: str) -> str:
 
 def normal(root: Path, text: str) -> str:
     """`text` with what differs from run to run written alike: the project's path, build
-    directories' random names, durations."""
+    directories' random names, durations; and the digest of the codemods' sources, which every
+    change to codemods/ moves, with the sha256 of each wheel (its provenance records it)."""
+    text = text.replace(provenance.codemods_digest(), "<codemods digest>")
+    for wheel in root.rglob("*.whl"):
+        text = text.replace(hashlib.sha256(wheel.read_bytes()).hexdigest(), f"<sha256 of {wheel.name}>")
     text = text.replace(str(root.resolve()), "<tmp>").replace(str(root), "<tmp>")
     text = re.sub(r"\.build-[0-9a-f]+", ".build-<id>", text)
     return re.sub(r"\b\d+(\.\d+)? s\b", "<n> s", text)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import forkgen
 from codemods import series as series_mod
@@ -19,7 +17,7 @@ from codemods.patchlib import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import outdated as outdated_mod
-from forkgen import patch, pipeline, provenance, verify
+from forkgen import patch, pipeline, provenance, render, verify
 from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
 from forkgen import report as report_mod
@@ -32,7 +30,7 @@ from forkgen.errors import (
     UsageError,
 )
 from forkgen.fetch import default_cache_dir, fetch
-from forkgen.model import Analysis, PatchOutcome, Pin
+from forkgen.model import Pin
 
 EPILOG = """\
 exit codes:
@@ -291,91 +289,23 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _analysis_json(analysis: Analysis) -> dict[str, Any]:
-    return {
-        "source": str(analysis.root),
-        "release": analysis.release,
-        "callspec_variant": analysis.callspec_variant,
-        "label": analysis.label,
-        "patches": [
-            {
-                "name": p.name,
-                "version": p.version,
-                "outcome": p.outcome,
-                "present": p.present,
-                "detail": p.detail,
-                "files": list(p.files),
-                "anchors": [
-                    {"name": a.name, "file": a.path or p.files[0], "line": a.line, "description": a.description}
-                    for a in p.anchors
-                ],
-            }
-            for p in analysis.patches
-        ],
-        "changes": sorted(analysis.files),
-    }
-
-
-def _state(outcome: PatchOutcome) -> str:
-    if outcome.outcome == "applied":
-        return "applied (already in the tree)" if outcome.present else "applied (can be applied)"
-    return outcome.outcome
-
-
 def cmd_analyze(args: argparse.Namespace) -> int:
     selected = _selected(args, config_mod.load(args.config))
     try:
         analysis = patch.analyze_series(args.src, selected)
-        error = patch.drift_error(analysis)
     except ForkgenError as failure:
-        if args.json:
-            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": failure.exit_code, "error": failure.message}, indent=2))
+        render.emit_failure(failure, args.json, source=str(args.src))
         raise
-    if args.json:
-        document = {"ok": error is None, **_analysis_json(analysis)}
-        if error is not None:
-            document.update(exit_code=error.exit_code, error=error.message)
-        print(json.dumps(document, indent=2))
-    else:
-        print(f"{args.src}: keras {analysis.release or '(no version)'}"
-              + (f", CallSpec variant {analysis.callspec_variant}" if analysis.callspec_variant else ""))
-        for outcome in analysis.patches:
-            print(f"  {outcome.name} {outcome.version}: {_state(outcome)}: {outcome.detail}")
-            for a in outcome.anchors:
-                print(f"    {a.path or outcome.files[0]}:{a.line}: {a.name}: {a.description}")
-        if error is None:
-            print(f"the series can be applied: wheel label {analysis.label}" if analysis.changed
-                  else f"the tree already carries every applied patch: wheel label {analysis.label}")
-    if error is not None:
-        raise error
+    result = patch.AnalysisReport(str(args.src), analysis, patch.drift_error(analysis))
+    render.emit(result, args.json)
+    if result.error is not None:
+        raise result.error
     return EXIT_OK
 
 
 def cmd_series(args: argparse.Namespace) -> int:
     selected = {p.name for p in _selected(args, config_mod.load(args.config))}
-    patches = series_mod.load_series()
-    if args.json:
-        print(json.dumps([
-            {"name": p.name, "version": p.version, "selected": p.name in selected, "files": list(p.files),
-             "requires": list(p.requires), "since": p.since, "switch": p.switch,
-             "codemods": p.codemod_versions(), **{k.replace("_", "-"): v for k, v in vars(p.headers).items()}}
-            for p in patches
-        ], indent=2))
-        return EXIT_OK
-    for p in patches:
-        mark = " " if p.name in selected else "-"
-        h = p.headers
-        print(f"{mark} {p.name} {p.version}")
-        print(f"    Description: {h.description}")
-        print(f"    Origin: {h.origin}")
-        if h.bug:
-            print(f"    Bug: {h.bug}")
-        print(f"    Forwarded: {h.forwarded}")
-        print(f"    Applied-Upstream: {h.applied_upstream or 'no'}")
-        print(f"    Last-Update: {h.last_update}")
-        print(f"    Files: {', '.join(p.files)}" + (f"; requires {', '.join(p.requires)}" if p.requires else "")
-              + (f"; since Keras {p.since}" if p.since else "") + (f"; switch {p.switch}=0" if p.switch else ""))
-    print(f"({len(selected)} of {len(patches)} selected; '-' marks the ones left out)")
+    render.emit(patch.SeriesListing(series_mod.load_series(), frozenset(selected)), args.json)
     return EXIT_OK
 
 
@@ -383,13 +313,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         result = report_mod.report(args.src)
     except ForkgenError as error:
-        if args.json:
-            print(json.dumps({"source": str(args.src), "ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        render.emit_failure(error, args.json, source=str(args.src))
         raise
-    if args.json:
-        print(json.dumps({"ok": True, **report_mod.to_json(result)}, indent=2))
-        return EXIT_OK
-    print(report_mod.format_text(result))
+    render.emit(result, args.json)
     return EXIT_OK
 
 
@@ -425,33 +351,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    data = provenance.read_wheel(args.wheel)
+    wheel = provenance.Inspection(provenance.read_wheel(args.wheel))
     if args.check_current:
         provenance.require_current(args.wheel)
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
-        return EXIT_OK
-    upstream = data.get("upstream", {})
-    print(f"wheel:            {data['wheel']['name']} {data['wheel']['version']}")
-    print(f"upstream:         {upstream.get('distribution')} {upstream.get('version')}")
-    print(f"sdist:            {upstream.get('sdist')}")
-    print(f"sdist sha256:     {upstream.get('sdist_sha256')}")
-    print(f"CallSpec variant: {data.get('callspec_variant')}")
-    training = data.get("training_fast_path")
-    print(f"training fast path: {'yes' if training else 'no' if training is False else 'not recorded (built before forkgen 0.2)'}")
-    print("patches:")
-    for item in data.get("patches", []):
-        print(f"  {item['name']} {item['version']}: {item['outcome']}  (origin: {item['origin']})")
-    if "series_label" in data:
-        print(f"series label:     {data['series_label']}")
-    print("codemods:")
-    for name, version in sorted(data.get("codemods", {}).items()):
-        print(f"  {name} {version}")
-    print(f"forkgen:          {data.get('forkgen_version')}")
-    print(f"codemods digest:  {data.get('codemods_digest', 'not recorded (built before forkgen 0.3)')}")
-    print(f"built at:         {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')})")
-    for path, digest in sorted(data.get("patched_files", {}).items()):
-        print(f"patched:          {path} sha256 {digest}")
+    render.emit(wheel, args.json, sort_keys=True)
     return EXIT_OK
 
 
@@ -485,32 +388,21 @@ def cmd_rebase(args: argparse.Namespace) -> int:
             selected=_selected(args, cfg),
         )
     except UsageError as error:  # bad arguments: nothing is written
-        if args.json:
-            print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        render.emit_failure(error, args.json)
         raise
     except ForkgenError as error:  # the release could not be resolved: the rebase did not begin
         summary = rebase_mod.RebaseSummary(distribution, cfg.pin, stage="resolve").failed(error)
-    _report_rebase(summary, summary_path, args.json)
+    try:
+        summary = summary.write(summary_path)
+    except OSError as error:
+        log(f"warning: could not write the summary to {summary_path}: {error}")
+    render.emit(summary, args.json)
     if not summary.ok:
-        print_error(summary.error or "", summary.hint)
+        render.error(summary.error or "", summary.hint)
         return summary.exit_code
     if not args.json and summary.wheel is not None:
         print(summary.wheel.path)
     return EXIT_OK
-
-
-def _report_rebase(summary: rebase_mod.RebaseSummary, path: Path, as_json: bool) -> None:
-    """Write the Markdown summary, then print the summary (text, or one JSON document)."""
-    try:
-        summary = summary.write(path)
-    except OSError as error:
-        log(f"warning: could not write the summary to {path}: {error}")
-    if as_json:
-        print(json.dumps(summary.to_json(), indent=2))
-        return
-    print(summary.to_text())
-    if summary.path is not None:
-        print(f"summary: {summary.path}")
 
 
 def cmd_outdated(args: argparse.Namespace) -> int:
@@ -523,15 +415,10 @@ def cmd_outdated(args: argparse.Namespace) -> int:
             )
         status = outdated_mod.check(cfg.pin, args.distribution)
     except ForkgenError as error:
-        if args.json:
-            print(json.dumps({"ok": False, "exit_code": error.exit_code, "error": error.message}, indent=2))
+        render.emit_failure(error, args.json)
         raise
-    code = EXIT_OUTDATED if status.outdated else EXIT_OK
-    if args.json:
-        print(json.dumps({"ok": True, "exit_code": code, **status.to_json()}, indent=2))
-    else:
-        print(status.message())
-    return code
+    render.emit(status, args.json)
+    return status.exit_code
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -597,13 +484,6 @@ COMMANDS = {
 }
 
 
-def print_error(message: str, hint: str | None) -> None:
-    """A failure as every command reports it on stderr: `error: ...`, then `hint: ...`."""
-    print(f"error: {message}", file=sys.stderr)
-    if hint:
-        print(f"hint: {hint}", file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see EPILOG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -624,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return COMMANDS[args.command](args)
     except ForkgenError as error:
-        print_error(error.message, error.hint)
+        render.error(error.message, error.hint)
         return error.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

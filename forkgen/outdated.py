@@ -12,6 +12,7 @@ from typing import Any
 from packaging.version import Version
 
 from forkgen import index
+from forkgen.errors import EXIT_OK, EXIT_OUTDATED
 from forkgen.model import Pin
 
 
@@ -33,7 +34,12 @@ class Status:
         """The pin is one distribution (keras) and the comparison is with another (keras-nightly)."""
         return self.distribution != self.pin.distribution
 
-    def message(self) -> str:
+    @property
+    def exit_code(self) -> int:
+        """0 when the pin is current, `EXIT_OUTDATED` when the index serves a newer release."""
+        return EXIT_OUTDATED if self.outdated else EXIT_OK
+
+    def to_text(self) -> str:
         pinned = f"{self.pin.distribution} {self.pin.version}"
         newest = f"{self.distribution} {self.newest}"
         across = (
@@ -48,12 +54,14 @@ class Status:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "ok": True,
+            "exit_code": self.exit_code,
             "pin": {"distribution": self.pin.distribution, "version": self.pin.version},
             "distribution": self.distribution,
             "newest": self.newest,
             "outdated": self.outdated,
             "cross_distribution": self.cross_distribution,
-            "message": self.message(),
+            "message": self.to_text(),
         }
 
 

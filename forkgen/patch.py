@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from codemods import series
 from codemods.callspec_fast_path.variants import LAYER_PY
@@ -169,3 +171,92 @@ def apply(root: Path, out: Path, selected: Sequence[Patch] | None = None) -> Pat
     if out.exists():
         raise UsageError(f"output directory {out} already exists", hint="remove it or choose another --out")
     return write(analyze(root, selected), out)
+
+
+@dataclass(frozen=True)
+class AnalysisReport:
+    """What `forkgen analyze` prints: the series' analysis of the tree at `src` (as given), and
+    the drift that stops it, if any."""
+
+    src: str
+    analysis: Analysis
+    error: UpstreamDriftError | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        document = {"ok": self.error is None, **_analysis_json(self.analysis)}
+        if self.error is not None:
+            document.update(exit_code=self.error.exit_code, error=self.error.message)
+        return document
+
+    def to_text(self) -> str:
+        analysis = self.analysis
+        lines = [f"{self.src}: keras {analysis.release or '(no version)'}"
+                 + (f", CallSpec variant {analysis.callspec_variant}" if analysis.callspec_variant else "")]
+        for outcome in analysis.patches:
+            lines.append(f"  {outcome.name} {outcome.version}: {_state(outcome)}: {outcome.detail}")
+            lines += [f"    {a.path or outcome.files[0]}:{a.line}: {a.name}: {a.description}" for a in outcome.anchors]
+        if self.error is None:
+            lines.append(f"the series can be applied: wheel label {analysis.label}" if analysis.changed
+                         else f"the tree already carries every applied patch: wheel label {analysis.label}")
+        return "\n".join(lines)
+
+
+def _analysis_json(analysis: Analysis) -> dict[str, Any]:
+    return {
+        "source": str(analysis.root),
+        "release": analysis.release,
+        "callspec_variant": analysis.callspec_variant,
+        "label": analysis.label,
+        "patches": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "outcome": p.outcome,
+                "present": p.present,
+                "detail": p.detail,
+                "files": list(p.files),
+                "anchors": [
+                    {"name": a.name, "file": a.path or p.files[0], "line": a.line, "description": a.description}
+                    for a in p.anchors
+                ],
+            }
+            for p in analysis.patches
+        ],
+        "changes": sorted(analysis.files),
+    }
+
+
+def _state(outcome: PatchOutcome) -> str:
+    if outcome.outcome == "applied":
+        return "applied (already in the tree)" if outcome.present else "applied (can be applied)"
+    return outcome.outcome
+
+
+@dataclass(frozen=True)
+class SeriesListing:
+    """What `forkgen series` prints: every patch with its DEP-3 headers, and which are selected."""
+
+    patches: Sequence[Patch]
+    selected: frozenset[str]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {"name": p.name, "version": p.version, "selected": p.name in self.selected, "files": list(p.files),
+             "requires": list(p.requires), "since": p.since, "switch": p.switch,
+             "codemods": p.codemod_versions(), **{k.replace("_", "-"): v for k, v in vars(p.headers).items()}}
+            for p in self.patches
+        ]
+
+    def to_text(self) -> str:
+        lines = []
+        for p in self.patches:
+            h = p.headers
+            lines += [f"{' ' if p.name in self.selected else '-'} {p.name} {p.version}",
+                      f"    Description: {h.description}", f"    Origin: {h.origin}"]
+            lines += [f"    Bug: {h.bug}"] if h.bug else []
+            lines += [f"    Forwarded: {h.forwarded}", f"    Applied-Upstream: {h.applied_upstream or 'no'}",
+                      f"    Last-Update: {h.last_update}",
+                      f"    Files: {', '.join(p.files)}" + (f"; requires {', '.join(p.requires)}" if p.requires else "")
+                      + (f"; since Keras {p.since}" if p.since else "") + (f"; switch {p.switch}=0" if p.switch else "")]
+        lines.append(f"({len(self.selected)} of {len(self.patches)} selected; '-' marks the ones left out)")
+        return "\n".join(lines)

@@ -8,6 +8,7 @@ import importlib.metadata
 import importlib.util
 import pprint
 import zipfile
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,38 @@ def _has_distribution(name: str) -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What `forkgen inspect` prints: a wheel's provenance (`read_wheel`)."""
+
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.data
+
+    def to_text(self) -> str:
+        data = self.data
+        upstream = data.get("upstream", {})
+        training = data.get("training_fast_path")
+        lines = [
+            f"wheel:            {data['wheel']['name']} {data['wheel']['version']}",
+            f"upstream:         {upstream.get('distribution')} {upstream.get('version')}",
+            f"sdist:            {upstream.get('sdist')}",
+            f"sdist sha256:     {upstream.get('sdist_sha256')}",
+            f"CallSpec variant: {data.get('callspec_variant')}",
+            "training fast path: " + ("yes" if training else "no" if training is False
+                                      else "not recorded (built before forkgen 0.2)"),
+            "patches:",
+            *(f"  {item['name']} {item['version']}: {item['outcome']}  (origin: {item['origin']})"
+              for item in data.get("patches", [])),
+            *([f"series label:     {data['series_label']}"] if "series_label" in data else []),
+            "codemods:",
+            *(f"  {name} {version}" for name, version in sorted(data.get("codemods", {}).items())),
+            f"forkgen:          {data.get('forkgen_version')}",
+            f"codemods digest:  {data.get('codemods_digest', 'not recorded (built before forkgen 0.3)')}",
+            f"built at:         {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')})",
+            *(f"patched:          {path} sha256 {digest}" for path, digest in sorted(data.get("patched_files", {}).items())),
+        ]
+        return "\n".join(lines)

@@ -243,6 +243,8 @@ class RebaseSummary:
         else:
             lines.append(f"FAILED at {self.stage} (exit {self.exit_code}): the pin is unchanged")
             lines += [f"  {line}" for line in (self.error or "").splitlines()]
+        if self.path is not None:
+            lines.append(f"summary: {self.path}")
         return "\n".join(lines)
 
     def to_markdown(self) -> str:

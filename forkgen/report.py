@@ -92,6 +92,14 @@ class Report:
     def extension_patched(self) -> bool:
         return self.applied["extension"]
 
+    def to_json(self) -> dict[str, Any]:
+        """The document `forkgen report --json` prints."""
+        return {"ok": True, **_document(self)}
+
+    def to_text(self) -> str:
+        """The human-readable report: a header, one line per layer, a summary line."""
+        return _text(self)
+
 
 # -- the module index and class resolution ---------------------------------------------------------
 @dataclass
@@ -377,8 +385,7 @@ def summary(result: Report) -> dict[str, Any]:
     return counts
 
 
-def to_json(result: Report) -> dict[str, Any]:
-    """The JSON document `forkgen report --json` prints (without its `ok` key)."""
+def _document(result: Report) -> dict[str, Any]:
     layers = [
         {
             "module": row.module,
@@ -415,8 +422,7 @@ def _arities_text(verdicts: dict[str, Verdict]) -> str:
     return ", ".join(f"{a}{'' if a == b else f'-{b}'} {word}" for a, b, word in runs)
 
 
-def format_text(result: Report) -> str:
-    """The human-readable report: a header, one line per layer, a summary line."""
+def _text(result: Report) -> str:
     base, extension = ("present" if p else "absent" for p in (result.base_patched, result.extension_patched))
     lines = [
         f"keras {result.keras_version or '(version unknown)'} at {result.source}: CallSpec variant {result.variant}",

@@ -104,6 +104,16 @@ def scenarios() -> dict[str, Callable[[], str]]:
             return "".join(run(root, *a) for a in (["analyze", str(src)], ["analyze", str(src), "--json"],
                                                    ["analyze", str(drifted)], ["analyze", str(drifted), "--json"]))
 
+    def failures() -> str:
+        with project() as root:
+            missing, empty = str(root / "missing"), root / "empty"
+            empty.mkdir()
+            (root / "nopin.toml").write_text("[project]\nname = 'x'\n")
+            return "".join(run(root, *a) for a in (
+                ["analyze", missing], ["analyze", missing, "--json"], ["analyze", str(empty), "--json"],
+                ["report", missing, "--json"], ["report", str(empty)], ["outdated", "--config", str(root / "nopin.toml"), "--json"],
+                ["inspect", missing], ["build", "--source", missing], ["series", "--without-patch", "no-such-patch"]))
+
     def series() -> str:
         with project() as root:
             return run(root, "series") + run(root, "series", "--json")
@@ -136,6 +146,7 @@ def scenarios() -> dict[str, Callable[[], str]]:
 
     return {
         "analyze": analyze,
+        "failures": failures,
         "series": series,
         "build-inspect": build_and_inspect,
         "report": report,

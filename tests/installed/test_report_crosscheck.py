@@ -44,7 +44,7 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="module")
 def document() -> dict[str, Any]:
     site_packages = Path(keras.__file__).resolve().parents[1]
-    result: dict[str, Any] = report.to_json(report.report(site_packages))
+    result: dict[str, Any] = report.report(site_packages).to_json()
     return result
 
 

@@ -56,6 +56,18 @@ class Moved:
     anchors: tuple[AnchorMove, ...]
     #: Whether the pinned release could be analysed (otherwise every `before` is None).
     compared: bool
+    #: Each patch's outcome on the pinned release (None: not analysed) and on the new one.
+    outcomes: tuple[tuple[str, str | None, str], ...] = ()
+
+    def lines(self) -> list[str]:
+        """What moved, a line each: the CallSpec variant, each patch's outcome, every anchor's line."""
+        lines = [f"  CallSpec variant: {self.variant_before} -> {self.variant_after}"] if self.compared else []
+        lines += [f"  patch {name}: " + (f"{was} -> {now}" if was else now) for name, was, now in self.outcomes]
+        for a in self.anchors:
+            delta = "" if a.delta is None else f" ({a.delta:+d})"
+            lines.append(f"  {a.file}: {a.anchor}: line {a.before} -> {a.after}{delta}" if self.compared
+                         else f"  {a.file}: {a.anchor}: line {a.after}")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,12 +86,14 @@ def _patched_files(analysis: Analysis) -> tuple[str, ...]:
 
 
 def movements(previous: Analysis | None, current: Analysis) -> Moved:
-    """The CallSpec variant, the files the series changes and every anchor's line, before and after."""
+    """The CallSpec variant, each patch's outcome, the files the series changes and every
+    anchor's line, before and after."""
 
     def anchors(analysis: Analysis) -> dict[tuple[str, str], tuple[str, int]]:
         return {(p.name, a.name): (a.path or p.files[0], a.line) for p in analysis.patches for a in p.anchors}
 
     before = anchors(previous) if previous is not None else {}
+    was = {p.name: p.outcome for p in previous.patches} if previous is not None else {}
     return Moved(
         variant_before=previous.callspec_variant if previous is not None else None,
         variant_after=current.callspec_variant,
@@ -90,25 +104,8 @@ def movements(previous: Analysis | None, current: Analysis) -> Moved:
             for (name, anchor), (path, line) in anchors(current).items()
         ),
         compared=previous is not None,
+        outcomes=tuple((p.name, was.get(p.name), p.outcome) for p in current.patches),
     )
-
-
-def moved(previous: Analysis | None, current: Analysis) -> list[str]:
-    """What moved upstream between the pinned release and the new one: each patch's outcome,
-    and every anchor's line."""
-    movement = movements(previous, current)
-    outcomes = {p.name: p.outcome for p in previous.patches} if previous is not None else {}
-    lines = []
-    if previous is not None:
-        lines.append(f"  CallSpec variant: {movement.variant_before} -> {movement.variant_after}")
-    for outcome in current.patches:
-        was = outcomes.get(outcome.name)
-        lines.append(f"  patch {outcome.name}: " + (f"{was} -> {outcome.outcome}" if was else outcome.outcome))
-    for a in movement.anchors:
-        delta = "" if a.delta is None else f" ({a.delta:+d})"
-        lines.append(f"  {a.file}: {a.anchor}: line {a.before} -> {a.after}{delta}" if previous is not None
-                     else f"  {a.file}: {a.anchor}: line {a.after}")
-    return lines
 
 
 @dataclass(frozen=True)
@@ -229,7 +226,7 @@ class RebaseSummary:
             lines.append(f"  {p['name']} {p['version']}: {was}{state}" + (f": {p['detail']}" if p["outcome"] != "applied" else ""))
         if self.analysis is not None:
             lines.append(f"what moved since {before_version}:")
-            lines += moved(self.previous_analysis, self.analysis)
+            lines += movements(self.previous_analysis, self.analysis).lines()
         lines.append(f"equivalence: {self.equivalence}")
         if self.wheel is not None:
             lines.append(f"wheel: {self.wheel.path.name} sha256 {self.wheel.sha256}")
@@ -424,7 +421,7 @@ def _rebase(
         summary = replace(summary, analysis=built.analysis, wheel=built.wheel, new_sha256=built.source.sha256, pin=pinned,
                           label=built.wheel.version.partition("+")[2] or None, label_configured=pin.local_label is not None)
         log(f"what moved since {previous_pin.version if previous_pin else 'the pin'}:")
-        for line in moved(previous, built.analysis):
+        for line in movements(previous, built.analysis).lines():
             log(line)
         for name in summary.retired():
             log(f"  {name}: upstream in {pin.version}: retired (dropped from the build and the label)")

@@ -17,7 +17,7 @@ from codemods.patchlib import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import outdated as outdated_mod
-from forkgen import patch, pipeline, provenance, render, verify
+from forkgen import patch, pipeline, provenance, render, requirements, verify
 from forkgen import publish as publish_mod
 from forkgen import rebase as rebase_mod
 from forkgen import report as report_mod
@@ -383,7 +383,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir or default_cache_dir(),
             workspace=_workspace(cfg),
             overlay=cfg.overlay,
-            torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", rebase_mod.DEFAULT_TORCH_SPEC),
+            torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", requirements.TORCH_SPEC),
             verify=not args.no_verify,
             selected=_selected(args, cfg),
         )

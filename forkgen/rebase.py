@@ -22,8 +22,6 @@ from forkgen.errors import EXIT_OK, ForkgenError, UsageError, VerificationError
 from forkgen.fetch import fetch
 from forkgen.model import Analysis, Pin, Wheel
 
-#: The torch the verification installs (see README: other requests may pull CUDA builds).
-DEFAULT_TORCH_SPEC = requirements.TORCH_SPEC
 #: The verify stage (a module-level name, so that offline tests can stand in for it).
 verify_release = verify.verify_release
 
@@ -345,7 +343,7 @@ def rebase(
     cache_dir: Path,
     workspace: Path,
     overlay: Path | None = None,
-    torch_spec: str = DEFAULT_TORCH_SPEC,
+    torch_spec: str = requirements.TORCH_SPEC,
     verify: bool = True,
     selected: Sequence[Patch] | None = None,
 ) -> RebaseSummary:

@@ -9,8 +9,8 @@ in docs/keras-releases.md describes.
 
 from __future__ import annotations
 
-import hashlib
 import gzip
+import hashlib
 import io
 import tarfile
 import textwrap

@@ -1023,8 +1023,12 @@ def test_an_unwrapped_body() -> None:
     # A body on the header's line comes out as a line of its own.
     suite = "def gate(x):\n    if x is not None: y = f(x); y = g(y)\n    return y\n"
     assert run(patch, suite)[1] == "def gate(x):\n    # forkgen: test-patch\n    y = f(x); y = g(y)\n    return y\n"
-    with pytest.raises(ValueError, match="`UPSTREAM` alone"):
+    with pytest.raises(ValueError, match="`UPSTREAM`, the marker above it, then statements"):
         run(declare(Unwrap(unwrap.anchor, "other"), template_source=UNWRAP_TEMPLATE), UNWRAP_MODULE)
+    # Statements after `UPSTREAM` follow the unwrapped body (what a mutant of such a patch adds).
+    more = UNWRAP_TEMPLATE.replace("    UPSTREAM\n", "    UPSTREAM\n    y = h(y)\n", 1)
+    _, text = run(declare(unwrap, template_source=more, names={"h": "test"}), UNWRAP_MODULE)
+    assert text == after.replace("    y = g(y)\n", "    y = g(y)\n    y = h(y)\n")
 
 
 WRAP_RUN_TEMPLATE = '''\

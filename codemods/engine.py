@@ -1053,6 +1053,15 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and not into_defs:
             bound.add(node.name.value)
             return
+        if isinstance(node, cst.Lambda):
+            # Its parameters are its own: what its body reads of the enclosing scope, its defaults.
+            params = [q for q in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params,
+                                  node.params.star_arg, node.params.star_kwarg) if isinstance(q, cst.Param)]
+            used.update(_names_of(node.body, into_defs)[0] - {q.name.value for q in params})
+            for q in params:
+                if q.default is not None:
+                    visit(q.default, "use")
+            return
         if isinstance(node, cst.ImportAlias):
             target: cst.BaseExpression = node.asname.name if node.asname else node.name
             while isinstance(target, cst.Attribute):

@@ -549,9 +549,11 @@ def test_declared_upstream_patterns() -> None:
 def test_names_of() -> None:
     code = cst.parse_module("import a.b as c, d.e\nfor i, (j, *k) in f(x):\n    y.z = i\n    w += lambda p: p + q\n")
     used, bound = names_of(code.body)
-    assert bound == {"c", "d", "i", "j", "k", "w", "p"}
-    assert used == {"f", "x", "y", "i", "w", "p", "q"}
+    assert bound == {"c", "d", "i", "j", "k", "w"}
+    assert used == {"f", "x", "y", "i", "w", "q"}
     assert names_of(cst.parse_module("def f(a):\n    b = 1\nclass C:\n    d = 2\n").body, into_defs=False)[1] == {"f", "C"}
+    # A lambda's parameters are its own; its body's other names and its defaults are the scope's.
+    assert names_of(cst.parse_module("y = g(key=lambda x, k=K: x + z)\n").body) == ({"g", "K", "z"}, {"y"})
 
 
 def test_free_names_must_be_bound() -> None:

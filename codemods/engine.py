@@ -34,7 +34,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     its old body's statements where the piece says `UPSTREAM`
       Unwrap(anchor, piece)         the anchor compound statement (no `else`) gives way to its
                                     body's statements, one level out; the piece is `UPSTREAM`
-                                    alone with the marker above it. Applied, the body may be any
+                                    with the marker above it (statements after it follow the
+                                    body). Applied, the body may be any
                                     code: a statement with the marker above it in the anchor's
                                     scope is forkgen's form, and upstream's change is told only
                                     by `upstream_patterns`
@@ -652,16 +653,18 @@ class WrapBody(Edit):
 
 class Unwrap(Edit):
     """The anchor, a compound statement without `else`, gives way to the statements of its body,
-    node for node, one level out. The piece is `UPSTREAM` alone, the marker comment above it (it
-    goes above the first of them, below the anchor's own comment lines). Applied, the body may be
+    node for node, one level out. The piece is `UPSTREAM`, the marker comment above it (it goes
+    above the first of them, below the anchor's own comment lines), then any statements to run
+    after them (none in a backport: a mutant adds some; names they bind that the body binds too
+    are no clash). Applied, the body may be
     any code: forkgen's form is a statement with the marker above it; an unmarked one cannot be
     told from other code (declare `upstream_patterns` for upstream's)."""
 
     words = ("to unwrap", "unwrapped", "")
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        if len(piece) != 1 or not _is_placeholder_line(piece[0]):
-            raise ValueError(f"{self.piece}: an Unwrap piece is `{PLACEHOLDER}` alone, the marker above it")
+        if not _is_placeholder_line(piece[0]) or _placeholders(piece) != 1:
+            raise ValueError(f"{self.piece}: an Unwrap piece is `{PLACEHOLDER}`, the marker above it, then statements")
         return list(piece)
 
 
@@ -1049,6 +1052,15 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
             role = "use"  # `a.b = ...`, `a[i] = ...` read `a`
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and not into_defs:
             bound.add(node.name.value)
+            return
+        if isinstance(node, cst.Lambda):
+            # Its parameters are its own: what its body reads of the enclosing scope, its defaults.
+            params = [q for q in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params,
+                                  node.params.star_arg, node.params.star_kwarg) if isinstance(q, cst.Param)]
+            used.update(_names_of(node.body, into_defs)[0] - {q.name.value for q in params})
+            for q in params:
+                if q.default is not None:
+                    visit(q.default, "use")
             return
         if isinstance(node, cst.ImportAlias):
             target: cst.BaseExpression = node.asname.name if node.asname else node.name
@@ -1478,7 +1490,7 @@ class DeclaredPatch(Patch):
                 if shadowed:
                     raise AnchorDrift(analysis.shown, o.line, ", ".join(shadowed),
                                       f"the builtins {o.edit.piece} reads", "bound at module level")
-            if isinstance(o.edit, (AddElse, WrapBody)):
+            if isinstance(o.edit, (AddElse, WrapBody, Unwrap)):
                 bound -= names_of([o.node])[1]  # rebinding what the anchor statement binds
             if isinstance(o.scope, cst.FunctionDef) and not isinstance(o.edit, Helper):
                 free -= names_of([o.scope.params])[1]
@@ -1761,13 +1773,13 @@ def _rebody(piece: Sequence[cst.BaseStatement], statement: Any) -> Any:
 
 def _unwrap(piece: Sequence[cst.BaseStatement], statement: Any) -> cst.FlattenSentinel[cst.BaseStatement]:
     """The statements of `statement`'s body, one level out: its comment lines (and a comment on
-    its header's line), then the piece's, above the first."""
+    its header's line), then the piece's, above the first; the piece's statements after them."""
     block = statement.body
     body = list(block.body) if isinstance(block, cst.IndentedBlock) else [cst.SimpleStatementLine(body=block.body)]
     comment = (block.header if isinstance(block, cst.IndentedBlock) else block.trailing_whitespace).comment
     header = [cst.EmptyLine(comment=comment)] if comment else []
     first = _leading(body[0], [*_above(statement), *header, *_above(piece[0]), *_above(body[0])])
-    return cst.FlattenSentinel([first, *body[1:]])
+    return cst.FlattenSentinel([first, *body[1:], *piece[1:]])
 
 
 def _append(piece: Sequence[cst.BaseStatement], module: cst.Module) -> cst.Module:

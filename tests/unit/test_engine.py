@@ -549,9 +549,11 @@ def test_declared_upstream_patterns() -> None:
 def test_names_of() -> None:
     code = cst.parse_module("import a.b as c, d.e\nfor i, (j, *k) in f(x):\n    y.z = i\n    w += lambda p: p + q\n")
     used, bound = names_of(code.body)
-    assert bound == {"c", "d", "i", "j", "k", "w", "p"}
-    assert used == {"f", "x", "y", "i", "w", "p", "q"}
+    assert bound == {"c", "d", "i", "j", "k", "w"}
+    assert used == {"f", "x", "y", "i", "w", "q"}
     assert names_of(cst.parse_module("def f(a):\n    b = 1\nclass C:\n    d = 2\n").body, into_defs=False)[1] == {"f", "C"}
+    # A lambda's parameters are its own; its body's other names and its defaults are the scope's.
+    assert names_of(cst.parse_module("y = g(key=lambda x, k=K: x + z)\n").body) == ({"g", "K", "z"}, {"y"})
 
 
 def test_free_names_must_be_bound() -> None:
@@ -1023,8 +1025,12 @@ def test_an_unwrapped_body() -> None:
     # A body on the header's line comes out as a line of its own.
     suite = "def gate(x):\n    if x is not None: y = f(x); y = g(y)\n    return y\n"
     assert run(patch, suite)[1] == "def gate(x):\n    # forkgen: test-patch\n    y = f(x); y = g(y)\n    return y\n"
-    with pytest.raises(ValueError, match="`UPSTREAM` alone"):
+    with pytest.raises(ValueError, match="`UPSTREAM`, the marker above it, then statements"):
         run(declare(Unwrap(unwrap.anchor, "other"), template_source=UNWRAP_TEMPLATE), UNWRAP_MODULE)
+    # Statements after `UPSTREAM` follow the unwrapped body (what a mutant of such a patch adds).
+    more = UNWRAP_TEMPLATE.replace("    UPSTREAM\n", "    UPSTREAM\n    y = h(y)\n", 1)
+    _, text = run(declare(unwrap, template_source=more, names={"h": "test"}), UNWRAP_MODULE)
+    assert text == after.replace("    y = g(y)\n", "    y = g(y)\n    y = h(y)\n")
 
 
 WRAP_RUN_TEMPLATE = '''\

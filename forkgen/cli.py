@@ -507,12 +507,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         render.error(error.message, error.hint)
         return error.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        render.error("interrupted", None)
         return 130
     except Exception as error:  # noqa: BLE001 - the one place that turns bugs into an exit code
         if os.environ.get("FORKGEN_DEBUG"):
             traceback.print_exc()
-        print(f"error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
-        print("hint: this is a bug in forkgen; rerun with FORKGEN_DEBUG=1 and report the traceback", file=sys.stderr)
+        render.error(f"internal error: {type(error).__name__}: {error}",
+                     "this is a bug in forkgen; rerun with FORKGEN_DEBUG=1 and report the traceback")
         return EXIT_INTERNAL
 

@@ -29,11 +29,18 @@ from codemods.engine import (
 from codemods.patchlib import AnchorDrift, Check, Headers, Sources
 
 SIGNATURE = "self._call_signature = inspect.signature(self.call)"
+#: Where each CallSpec patch puts its module-level helpers: right before the class.
+CALLSPEC_CLASS = Anchor("", "class CallSpec: ___", reported=False)
 
 
 class ByVariant(DeclaredPatch):
-    """A CallSpec patch: the declaration of the tree's variant does the work (`of`)."""
+    """A CallSpec patch: the declaration of the tree's variant does the work (`of`); its outcome's
+    detail names the variant."""
 
+    files = (LAYER_PY,)
+    switch = "KERAS_CALLSPEC_FAST_PATH"
+    marked = False
+    details = Details(apply="", present="", upstream="")
     variant: ClassVar[Variant | None] = None
     variants: ClassVar[dict[str, type[ByVariant]]]
 
@@ -46,8 +53,10 @@ class ByVariant(DeclaredPatch):
         super().__init_subclass__(**kwargs)
         if "variant" in cls.__dict__ or not hasattr(cls, "edits"):
             return
-        cls.variants = {name: type(f"{cls.__name__}{name}", (cls,), {"variant": v, "codemod": cls.codemod, **cls.declare(v)})
-                        for name, v in VARIANTS.items()}
+        cls.variants = {name: type(f"{cls.__name__}{name}", (cls,), {
+            "variant": v, "codemod": cls.codemod, **cls.declare(v),
+            "details": Details(apply=f"CallSpec variant {name}", present=f"CallSpec variant {name}", upstream=""),
+        }) for name, v in VARIANTS.items()}
 
         class Command(cls.command):  # type: ignore[name-defined,misc]
             def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -93,16 +102,11 @@ class CallSpecFastPath(ByVariant):
         applied_upstream=None,
         last_update="2026-11-30",
     )
-    files = (LAYER_PY,)
-    switch = "KERAS_CALLSPEC_FAST_PATH"
     codemod = "CallSpecFastPathCommand"
-    marked = False
-    details = Details(apply="", present="", upstream="")
     edits = (
         # The plan's helpers right before `class CallSpec` (after every name they use is bound);
         # the extension's come between them and the class.
-        Helper(Anchor("", "class CallSpec: ___", reported=False), "helpers", before=True, blank_lines=0,
-               keep_comments=True, anywhere=True),
+        Helper(CALLSPEC_CLASS, "helpers", before=True, blank_lines=0, keep_comments=True, anywhere=True),
         InsertAfter(Anchor("Layer.__init__", SIGNATURE, reported=False, name="call_signature"), "eligibility"),
         # After `__init__`, the only member CallSpec has in every release (`classify`).
         InsertAfter(Anchor("CallSpec", "def __init__(___): ___", reported=False), "fast"),
@@ -116,8 +120,6 @@ class CallSpecFastPath(ByVariant):
         construction = f"call_spec = CallSpec({variant.construction})"
         guard = cls.edits[3]
         return {
-            "details": Details(apply=f"CallSpec variant {variant.name}", present=f"CallSpec variant {variant.name}",
-                               upstream=""),
             "edits": (*cls.edits[:3], Wrap(Anchor("Layer.__call__", construction, reported=False,
                                                   name="callspec_construction"), guard.piece, rebinds=guard.rebinds)),
             "relies_on": (

@@ -24,9 +24,9 @@ from typing import Any
 
 import libcst as cst
 
-from codemods.callspec_fast_path import ByVariant, foreign, templates
-from codemods.callspec_fast_path.variants import LAYER_PY, Variant
-from codemods.engine import AddElse, Analysis, Anchor, Details, Helper, InsertAfter
+from codemods.callspec_fast_path import CALLSPEC_CLASS, ByVariant, foreign, templates
+from codemods.callspec_fast_path.variants import Variant
+from codemods.engine import AddElse, Analysis, Anchor, Helper, InsertAfter
 from codemods.patchlib import Headers, Sources
 
 FLAG = "self._call_spec_fast_path = self._call_spec_fast_plan is not None"
@@ -48,16 +48,11 @@ class CallSpecTrainingFastPath(ByVariant):
         applied_upstream=None,
         last_update="2026-12-01",
     )
-    files = (LAYER_PY,)
     requires = ("callspec-fast-path",)
-    switch = "KERAS_CALLSPEC_FAST_PATH"
     codemod = "CallSpecTrainingFastPathCommand"
     codemod_version = "2"
-    marked = False
-    details = Details(apply="", present="", upstream="")
     edits = (
-        Helper(Anchor("", "class CallSpec: ___", reported=False), "helpers", before=True, blank_lines=0,
-               keep_comments=True),
+        Helper(CALLSPEC_CLASS, "helpers", before=True, blank_lines=0, keep_comments=True),
         # Right after the base's flag: the bindings read the plan's kill switch and may widen it.
         InsertAfter(Anchor("Layer.__init__", FLAG, reported=False), "bindings"),
         InsertAfter(Anchor("CallSpec", "def _fast(___): ___", reported=False), "fast_bound"),
@@ -72,8 +67,6 @@ class CallSpecTrainingFastPath(ByVariant):
         branch = AddElse(Anchor("Layer.__call__", f"if {test}:\n    ___\nelse:\n    ___", reported=False,
                                 name="the base's guard"), "branch")
         return {
-            "details": Details(apply=f"CallSpec variant {variant.name}", present=f"CallSpec variant {variant.name}",
-                               upstream=""),
             "edits": (*cls.edits, branch),
             "pieces": classmethod(lambda _: templates.extension_pieces(variant.name)),
         }

@@ -230,7 +230,8 @@ def build_fork(session: nox.Session) -> None:
 
 @session(requires=["build_fork"])
 def smoke(session: nox.Session) -> None:
-    """Install the built wheel with torch in a fresh environment and check the fast path."""
+    """Install the built wheel with torch in a fresh environment and check the fast path, and
+    that the bench's plain-PyTorch twins compute what their Keras models compute."""
     wheel = fork_wheel(session)
     session.install(str(wheel), TORCH_SPEC, PYTEST)
     install_project(session)  # forkgen itself: tests/installed/test_report_crosscheck.py runs `forkgen report`
@@ -318,9 +319,11 @@ def matrix(session: nox.Session) -> None:
 @session(requires=["build_fork"])
 def bench(session: nox.Session) -> None:
     """Upstream Keras, keras-nightly and the fork, measured in the same run: pyperf timings,
-    CallSpec counts, the issue's targets, a chart.
+    CallSpec counts, the issue's targets, a chart; on torch also each case's plain-PyTorch
+    twin (tests/bench/twins.py) in the fork's environment, for fork / plain torch.
 
-    Not part of `nox` (about 25 minutes with the defaults). torch by default;
+    Not part of `nox` (with the defaults, about twice the 9-16 minutes measured before the loop
+    cases and the plain-PyTorch twins: an estimate). torch by default;
     `nox -s bench -- --backend jax` (or tensorflow, numpy); `-- --cases dense,generate
     --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
     series without each patch the fork applies, built here with `forkgen build

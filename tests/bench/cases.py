@@ -4,11 +4,20 @@ the fork, or the fork built without one patch of its series).
     python cases.py --backend torch --case dense [pyperf options: --processes, --values, --loops, --append FILE]
     python cases.py --backend torch --counts        # prints the CallSpec counts as JSON
     python cases.py --backend torch --case callspec_keywords --processes 1 --values 3   # a quick look
+    python cases.py --backend torch --case mlp_fit --twin   # the case's plain-PyTorch twin (twins.py)
 
 Timings go through pyperf (worker processes, warm-ups, calibrated loops); the
 driver, tests/bench/run.py, runs each case alternately in every environment.
 This module imports nothing of forkgen: the environments hold only Keras, the
 backend and pyperf. Only pyperf's worker processes import Keras and the backend.
+With `--twin` (torch, TWIN_CASES) a worker times the case's plain-PyTorch twin instead
+(tests/bench/twins.py: the same model, weights, loss and optimizer in torch.nn, a plain loop);
+`twin_of` gives a case's Keras model and twin, for the bench and for
+tests/installed/test_bench_twins.py, which checks they compute the same.
+
+The loop cases (`mlp_*`, `transformer_*`) run `model(x)`, `train_on_batch`, one epoch of
+`fit`, `evaluate` and `predict` at Keras's default batch size on issue 26's MLP (5 Dense
+layers) and on the Transformer-style model, with NumPy datasets (`loop_data`).
 
 The models are written as model code is written: Sequential and functional models,
 and, for `generate`, layer and model subclasses in the manner of KerasHub (a
@@ -34,7 +43,8 @@ from contextlib import contextmanager
 from typing import Any
 
 CASES = ("callspec", "callspec_keywords", "dense", "mlp", "mlp_inference", "transformer", "train_step", "generate",
-         "conv_predict")
+         "conv_predict", "mlp_call", "mlp_train_step", "mlp_fit", "mlp_evaluate", "mlp_predict", "transformer_fit",
+         "transformer_evaluate", "transformer_predict")
 #: The cases that time one CallSpec constructor, which only the fork and upstream share
 #: (keras-nightly has upstream's constructor).
 MICRO_CASES = ("callspec", "callspec_keywords")
@@ -53,9 +63,21 @@ DESCRIPTIONS = {
     "vocab 256), greedy generation of 16 tokens, batch 2, prompt 8",
     "conv_predict": "ConvNet (Conv2D/BatchNormalization/ReLU/MaxPooling2D x2, GlobalAveragePooling2D, "
     "Dense 10), predict_on_batch, batch 8 of 32x32x3",
+    "mlp_call": "5-layer MLP (4 x Dense 64 relu, Dense 10), model(x), batch 32",
+    "mlp_train_step": "5-layer MLP, Adam, cross-entropy and accuracy, one train_on_batch step, batch 32",
+    "mlp_fit": "5-layer MLP, fit, one epoch of 1,024 samples, batch 32",
+    "mlp_evaluate": "5-layer MLP, evaluate on 1,024 samples, batch 32",
+    "mlp_predict": "5-layer MLP, predict on 1,024 samples, batch 32",
+    "transformer_fit": "Transformer-style model with accuracy, fit, one epoch of 256 sequences of 16, batch 32",
+    "transformer_evaluate": "Transformer-style model with accuracy, evaluate on 256 sequences of 16, batch 32",
+    "transformer_predict": "Transformer-style model, predict on 256 sequences of 16, batch 32",
 }
 #: Cases a backend cannot run (the numpy backend has no training).
-UNSUPPORTED = {"numpy": {"train_step"}}
+UNSUPPORTED = {"numpy": {"train_step", "mlp_train_step", "mlp_fit", "transformer_fit"}}
+#: The cases with a plain-PyTorch twin (tests/bench/twins.py), timed on the torch backend
+#: beside the Keras builds: the same model, weights, loss and optimizer in torch.nn, a plain loop.
+TWIN_CASES = ("dense", "mlp_call", "mlp_train_step", "mlp_fit", "mlp_evaluate", "mlp_predict", "transformer",
+              "train_step", "transformer_fit", "transformer_evaluate", "transformer_predict")
 BATCH, SEQUENCE, VOCAB, WIDTH = 4, 16, 100, 32
 #: The causal language model of `generate` and its decode loop.
 LM_VOCAB, LM_BLOCKS, LM_WIDTH, LM_HEADS, LM_HIDDEN = 256, 2, 64, 4, 128
@@ -68,6 +90,14 @@ KV_ONE_TOKEN = "kv_decoder: one generated token, model({token_ids, padding_mask}
 KV_GREEDY_LOOP = f"kv_decoder: greedy loop, {LM_NEW} tokens"
 KV_TRAIN_ON_BATCH = "kv_decoder: train_on_batch"
 CONV_BATCH, CONV_SIZE = 8, 32
+#: The loop cases (fit, evaluate, predict): the samples, Keras's default batch size, and the
+#: MLP of issue 26 (input 32, 4 x Dense(64, relu), Dense(10)).
+LOOP_SAMPLES, LOOP_SEQUENCES, LOOP_BATCH = 1024, 256, 32
+LOOP_INPUT, LOOP_WIDTH, LOOP_DEPTH, LOOP_CLASSES = 32, 64, 4, 10
+#: What each loop case does: model(x), train_on_batch, fit, evaluate or predict.
+LOOP_KINDS = {"mlp_call": "call", "mlp_train_step": "train_step", "mlp_fit": "fit", "mlp_evaluate": "evaluate",
+              "mlp_predict": "predict", "transformer_fit": "fit", "transformer_evaluate": "evaluate",
+              "transformer_predict": "predict"}
 
 
 def backend_argument(argv: list[str]) -> str:
@@ -101,8 +131,9 @@ def mlp() -> Any:
     )
 
 
-def transformer() -> Any:
-    """Embedding, MultiHeadAttention, LayerNormalization, Dense, Dropout; residuals are ops."""
+def transformer(metrics: list[str] | None = None) -> Any:
+    """Embedding, MultiHeadAttention, LayerNormalization, Dense, Dropout; residuals are ops.
+    `metrics`: compiled with these too (the loop cases compile it with accuracy)."""
     import keras
 
     tokens = keras.Input((SEQUENCE,), dtype="int32")
@@ -113,8 +144,45 @@ def transformer() -> Any:
     x = keras.layers.LayerNormalization()(x + keras.layers.Dropout(0.1)(keras.layers.Dense(WIDTH)(hidden)))
     outputs = keras.layers.Dense(VOCAB)(x)
     model = keras.Model(tokens, outputs)
-    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", run_eagerly=True, jit_compile=False)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=metrics, run_eagerly=True,
+                  jit_compile=False)
     return model
+
+
+def loop_mlp() -> Any:
+    """Issue 26's MLP: input 32, 4 x Dense(64, relu), Dense(10), compiled with Adam, sparse
+    categorical cross-entropy (from the logits) and accuracy; seed 0."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((LOOP_INPUT,)),
+                              *[keras.layers.Dense(LOOP_WIDTH, activation="relu") for _ in range(LOOP_DEPTH)],
+                              keras.layers.Dense(LOOP_CLASSES)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], run_eagerly=True, jit_compile=False)
+    return model
+
+
+def loop_transformer() -> Any:
+    """`transformer()` compiled with accuracy too, seed 0: the Transformer loop cases' model."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    return transformer(metrics=["accuracy"])
+
+
+def loop_data() -> dict[str, Any]:
+    """The loop cases' datasets, NumPy arrays as users pass them to fit/evaluate/predict:
+    the MLP's 1,024 samples and labels, the Transformer's 256 token sequences and labels."""
+    import numpy as np
+
+    rng = np.random.default_rng(26)
+    return {
+        "x": rng.standard_normal((LOOP_SAMPLES, LOOP_INPUT)).astype("float32"),
+        "y": rng.integers(0, LOOP_CLASSES, LOOP_SAMPLES).astype("int32"),
+        "tokens": rng.integers(0, VOCAB, (LOOP_SEQUENCES, SEQUENCE)).astype("int32"),
+        "labels": rng.integers(0, VOCAB, (LOOP_SEQUENCES, SEQUENCE)).astype("int32"),
+    }
 
 
 def causal_lm() -> Any:
@@ -685,8 +753,101 @@ def workload(case: str) -> Callable[[], Any]:
     elif case == "conv_predict":
         conv_model = convnet()
         run = lambda: conv_model.predict_on_batch(arrays["images"])  # noqa: E731
+    elif case in LOOP_KINDS and case.startswith("mlp_"):
+        loops = loop_data()
+        run = loop_workload(case, loop_mlp(), loops["x"], loops["y"])
+    elif case in LOOP_KINDS:
+        loops = loop_data()
+        run = loop_workload(case, loop_transformer(), loops["tokens"], loops["labels"])
     else:
         raise ValueError(f"unknown case {case!r}")
+    run()
+    run()
+    return run
+
+
+def loop_workload(case: str, model: Any, x: Any, y: Any) -> Callable[[], Any]:
+    """An `mlp_*` or `transformer_*` loop case on `model`: the NumPy arrays as users pass them,
+    the default batch size (32), verbose=0; `call` and `train_step` on the first batch."""
+    import keras
+
+    kind = LOOP_KINDS[case]
+    if kind == "call":
+        batch = keras.ops.convert_to_tensor(x[:LOOP_BATCH])
+        return lambda: model(batch)
+    if kind == "train_step":
+        return lambda: model.train_on_batch(x[:LOOP_BATCH], y[:LOOP_BATCH])
+    if kind == "fit":
+        return lambda: model.fit(x, y, epochs=1, verbose=0)
+    if kind == "evaluate":
+        return lambda: model.evaluate(x, y, verbose=0)
+    if kind == "predict":
+        return lambda: model.predict(x, verbose=0)
+    raise ValueError(f"unknown case {case!r}")
+
+
+def twin_of(case: str) -> tuple[Any, Any, Any]:
+    """The Keras model of `case` (built as `workload` builds it) and its plain-PyTorch twin
+    (tests/bench/twins.py, the Keras model's weights copied), and the case's inputs: the arrays
+    (or backend tensors) the Keras case passes. Torch backend only."""
+    import keras
+    import twins
+
+    if case not in TWIN_CASES:
+        raise ValueError(f"{case!r} has no plain-PyTorch twin")
+    arrays, loops = data(), loop_data()
+    if case == "dense":
+        keras.utils.set_random_seed(0)
+        dense = keras.layers.Dense(4)
+        x = keras.ops.convert_to_tensor(arrays["dense"])
+        dense(x)
+        return dense, twins.linear(dense), (x,)
+    if case.startswith("mlp_"):
+        model = loop_mlp()
+        return model, twins.Twin(twins.mlp(model), twins.logits_crossentropy, accuracy=True), (loops["x"], loops["y"])
+    if case in ("transformer", "train_step"):
+        keras.utils.set_random_seed(0)
+        model = transformer()
+        return (model, twins.Twin(twins.transformer(model), twins.probability_crossentropy, accuracy=False),
+                (arrays["tokens"], arrays["labels"]))
+    if case.startswith("transformer_"):
+        model = loop_transformer()
+        return (model, twins.Twin(twins.transformer(model), twins.probability_crossentropy, accuracy=True),
+                (loops["tokens"], loops["labels"]))
+    raise ValueError(f"{case!r} has no plain-PyTorch twin")
+
+
+def twin_workload(case: str) -> Callable[[], Any]:
+    """`case`'s plain-PyTorch twin as a zero-argument callable: the same work as `workload(case)`
+    in torch.nn, its inputs torch tensors made once (labels int64, as torch's losses take them),
+    warmed up. The Keras model only gives the twin its weights; it is not called."""
+    import torch
+
+    _, twin, inputs = twin_of(case)
+    run: Callable[[], Any]
+    if case == "dense":
+        x = torch.as_tensor(inputs[0])
+        run = lambda: twin(x)  # noqa: E731
+        run()
+        run()
+        return run
+    x, y = torch.as_tensor(inputs[0]), torch.as_tensor(inputs[1]).long()
+    kind = {"transformer": "call", "train_step": "train_step"}.get(case) or LOOP_KINDS[case]
+    if kind == "call":
+        twin.module.eval()  # the Keras call runs in inference mode (training defaults to False)
+        batch = x[:LOOP_BATCH] if case == "mlp_call" else x
+        run = lambda: twin.module(batch)  # noqa: E731
+    elif kind == "train_step":
+        batch_x, batch_y = (x[:LOOP_BATCH], y[:LOOP_BATCH]) if case == "mlp_train_step" else (x, y)
+        run = lambda: twin.train_step(batch_x, batch_y)  # noqa: E731
+    elif kind == "fit":
+        run = lambda: twin.fit(x, y)  # noqa: E731
+    elif kind == "evaluate":
+        run = lambda: twin.evaluate(x, y)  # noqa: E731
+    elif kind == "predict":
+        run = lambda: twin.predict(x)  # noqa: E731
+    else:
+        raise ValueError(f"{case!r} has no plain-PyTorch twin")
     run()
     run()
     return run
@@ -836,17 +997,24 @@ def main() -> None:
 
     def add_cmdline_args(cmd: list[str], args: argparse.Namespace) -> None:
         cmd.extend(["--backend", args.backend, "--case", args.case])
+        if args.twin:
+            cmd.append("--twin")
 
     runner = pyperf.Runner(add_cmdline_args=add_cmdline_args)
     runner.argparser.add_argument("--backend", default="torch")
     runner.argparser.add_argument("--case", choices=CASES, required=True)
+    runner.argparser.add_argument("--twin", action="store_true",
+                                  help="time the case's plain-PyTorch twin (tests/bench/twins.py) instead")
     args = runner.parse_args()
+    if args.twin and (backend != "torch" or args.case not in TWIN_CASES):
+        runner.argparser.error(f"--twin: {args.case} on {backend} has no plain-PyTorch twin "
+                               f"(torch backend only; {', '.join(TWIN_CASES)})")
     run: Callable[[], Any] | None = None
     if args.worker:
         # Only the worker processes (calibration included) import Keras and build the model:
         # the manager process only spawns them and collects their values.
         setup_backend(backend)
-        run = workload(args.case)
+        run = twin_workload(args.case) if args.twin else workload(args.case)
 
     def timed(loops: int) -> float:
         assert run is not None, "pyperf called the benchmark outside a worker process"

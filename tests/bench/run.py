@@ -4,7 +4,9 @@ Creates (or reuses) one environment per build, all with the same backend
 requirements: upstream's wheel of the pinned release, keras-nightly (it installs
 as the `keras` import package, so it needs its own environment) and the fork's
 wheel; with --ablation, also one per patch of the series the fork applies, built
-without that patch. Then:
+without that patch. On torch, the cases with a plain-PyTorch twin (tests/bench/twins.py:
+the same model, weights, loss and optimizer in torch.nn, a hand-written loop) also time
+the twin, in the fork's environment, as a fourth build, "torch" (fork / plain torch). Then:
 
 1. counts the CallSpecs built by the slow constructor and by the fast ones
    (`CallSpec._fast`, `CallSpec._fast_bound`) per call in each (deterministic,
@@ -59,6 +61,7 @@ from cases import (  # noqa: E402
     KV_TRAIN_ON_BATCH,
     MICRO_CASES,
     MODEL_CASES,
+    TWIN_CASES,
     UNSUPPORTED,
 )
 
@@ -66,8 +69,11 @@ from cases import (  # noqa: E402
 NIGHTLY = "keras-nightly==3.16.0.dev2026102704"
 #: The builds every model-level case is timed in, in the order of a round.
 BUILDS = ("upstream", "nightly", "fork")
+#: The plain-PyTorch twin of a case (TWIN_CASES, torch backend only), timed as one more build
+#: of the round, after the fork, in the fork's environment (`cases.py --twin`).
+TWIN = "torch"
 #: The ratios reported per case: (numerator, denominator).
-RATIOS = (("fork", "upstream"), ("nightly", "upstream"), ("fork", "nightly"))
+RATIOS = (("fork", "upstream"), ("nightly", "upstream"), ("fork", "nightly"), ("fork", TWIN))
 #: The issue's targets per case: fork/upstream at most the first, fork/nightly at most the second
 #: (if there is one: nightly has no fast constructor to time in the micro cases).
 TARGETS: dict[str, tuple[float, ...]] = {
@@ -94,6 +100,22 @@ TARGET_TEXT = {
                          "fork/upstream ≤ 0.20 (at least 5x faster)",
     "dense": "Dense(4)(x) no slower than before",
 }
+#: Issue 26's targets on one case each, as it words them: (text, case, ratio, at most). The
+#: loops (fit, evaluate, predict) and the distance to plain PyTorch (the twins' cases).
+LOOP_TARGETS = (
+    ("fork / plain torch: Dense(4)(x) ≤ 3×", "dense", f"fork/{TWIN}", 3.0),
+    ("fork / plain torch: MLP model(x) ≤ 3×", "mlp_call", f"fork/{TWIN}", 3.0),
+    ("fork / plain torch: train step (MLP train_on_batch) ≤ 2×", "mlp_train_step", f"fork/{TWIN}", 2.0),
+    ("fork / plain torch: fit (MLP, one epoch) ≤ 2.5×", "mlp_fit", f"fork/{TWIN}", 2.5),
+    ("fork / plain torch: predict (MLP) ≤ 5×", "mlp_predict", f"fork/{TWIN}", 5.0),
+    ("fork / plain torch: Transformer forward ≤ 2.5×", "transformer", f"fork/{TWIN}", 2.5),
+    ("fork / upstream: fit (MLP, one epoch) ≤ 0.50", "mlp_fit", "fork/upstream", 0.50),
+    ("fork / upstream: evaluate (MLP) ≤ 0.50", "mlp_evaluate", "fork/upstream", 0.50),
+    ("fork / upstream: predict (MLP) ≤ 0.30", "mlp_predict", "fork/upstream", 0.30),
+)
+#: Issue 26's fork/nightly target, on every case timed in keras-nightly.
+NIGHTLY_TARGET = 0.60
+NIGHTLY_TARGET_TEXT = f"fork / keras-nightly ≤ {NIGHTLY_TARGET:.2f} on every case"
 #: Which per-call count goes beside each timed case in the table.
 COUNT_FOR_CASE = {
     "dense": "dense: layer(x)",
@@ -104,6 +126,27 @@ COUNT_FOR_CASE = {
     "generate": "generate: greedy loop, 16 tokens",
     "conv_predict": "conv_predict: predict_on_batch(x)",
 }
+
+
+def builds_of(case: str, backend: str) -> list[str]:
+    """The builds a case is timed in, in the order of a round: the CallSpec micro cases compare
+    the two constructors (keras-nightly has only upstream's); on torch, a case with a twin also
+    times its plain-PyTorch twin (TWIN, in the fork's environment)."""
+    if case in MICRO_CASES:
+        return ["upstream", "fork"]
+    return [*BUILDS, *([TWIN] if backend == "torch" and case in TWIN_CASES else [])]
+
+
+def case_targets(case: str) -> dict[str, float]:
+    """The case's targets per ratio, the strictest of every issue's: TARGETS (fork/upstream,
+    fork/nightly), LOOP_TARGETS and NIGHTLY_TARGET (every case keras-nightly times)."""
+    targets: dict[str, float] = dict(zip(("fork/upstream", "fork/nightly"), TARGETS.get(case, ()), strict=False))
+    if case not in MICRO_CASES:
+        targets["fork/nightly"] = min(targets.get("fork/nightly", NIGHTLY_TARGET), NIGHTLY_TARGET)
+    for _, target_case, name, at_most in LOOP_TARGETS:
+        if target_case == case:
+            targets[name] = min(targets.get(name, at_most), at_most)
+    return targets
 
 
 def log(message: str) -> None:
@@ -282,7 +325,9 @@ def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, 
     started = time.perf_counter()
     for round_number in range(args.rounds):
         for kind in kinds if round_number % 2 == 0 else list(reversed(kinds)):
-            command = [python(envs[kind]), str(HERE / "cases.py"), "--backend", backend, "--case", case, "--quiet",
+            # The plain-PyTorch twin runs in the fork's environment (the same torch).
+            command = [python(envs["fork" if kind == TWIN else kind]), str(HERE / "cases.py"), "--backend", backend,
+                       "--case", case, *(["--twin"] if kind == TWIN else []), "--quiet",
                        "--processes", str(args.processes), "--values", str(args.values), "--warmups", "1",
                        "--append", str(files[kind])]
             if loops is not None:
@@ -297,7 +342,7 @@ def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, 
     for numerator, denominator in RATIOS:
         if numerator in stats and denominator in stats:
             result["ratios"][f"{numerator}/{denominator}"] = ratio(stats, numerator, denominator)
-    for name, target in zip(("fork/upstream", "fork/nightly"), TARGETS.get(case, ()), strict=False):
+    for name, target in case_targets(case).items():
         if name in result["ratios"]:
             result["targets"][name] = {"at_most": target, "met": result["ratios"][name]["ratio"] <= target}
     for kind in stats:
@@ -370,6 +415,25 @@ def shown(entry: dict[str, Any] | None) -> str:
     return f"{entry['ratio']:.3f} ± {error} ({entry['verdict']})"
 
 
+def times(entry: dict[str, Any] | None) -> str:
+    """fork / plain torch: how many times the twin's time, without a verdict (it is a distance)."""
+    if entry is None:
+        return "n/a"
+    error = "?" if entry["standard_error"] is None else f"{entry['standard_error']:.2f}"
+    return f"{entry['ratio']:.2f}× ± {error}"
+
+
+def shown_ratio(name: str, entry: dict[str, Any] | None) -> str:
+    return times(entry) if name.endswith(f"/{TWIN}") else shown(entry)
+
+
+def target_cell(name: str, target: dict[str, Any] | None) -> str:
+    if target is None:
+        return "-"
+    bound = f"{target['at_most']:.1f}×" if name.endswith(f"/{TWIN}") else f"{target['at_most']:.2f}"
+    return f"≤ {bound}: {'met' if target['met'] else 'missed'}"
+
+
 def timing(stats: dict[str, Any], kind: str) -> str:
     return "n/a" if kind not in stats else f"{human(stats[kind]['mean'])} ± {human(stats[kind]['stdev'])}"
 
@@ -408,17 +472,26 @@ def count_target(results: dict[str, Any]) -> dict[str, Any]:
             "met": bool(fork) and all(value == 0 for value in fork.values())}
 
 
-def ratio_target(results: dict[str, Any], case: str, before: dict[str, Any] | None = None) -> dict[str, Any]:
-    """TARGET_TEXT[case]: the case's ratio targets (TARGETS); for `before`, also no slower than
-    the fork/upstream ratio of an earlier run (`before`: its ratio and standard error) beyond
-    two standard errors. `met` is None when the case was not timed."""
-    entry: dict[str, Any] = {"target": TARGET_TEXT[case], "case": case, "ratios": {}, "before": before, "met": None}
+def ratio_target(results: dict[str, Any], case: str, before: dict[str, Any] | None = None, *,
+                 text: str | None = None, targets: dict[str, float] | None = None) -> dict[str, Any]:
+    """`text` (default TARGET_TEXT[case]): the case's ratio `targets` ({ratio: at most}; default
+    its TARGETS, the earlier issues'); for `before`, also no slower than the fork/upstream ratio
+    of an earlier run (`before`: its ratio and standard error) beyond two standard errors.
+    `met` is None when the case was not timed, or none of the target's ratios was measured."""
+    entry: dict[str, Any] = {"target": text or TARGET_TEXT[case], "case": case, "ratios": {}, "before": before,
+                             "met": None}
     row = next((r for r in results["cases"] if r["case"] == case), None)
     if row is None:
         return entry
-    for name, target in row["targets"].items():
-        entry["ratios"][name] = {**row["ratios"][name], "at_most": target["at_most"], "met": target["met"]}
-    met = all(target["met"] for target in row["targets"].values())
+    if targets is None:
+        targets = dict(zip(("fork/upstream", "fork/nightly"), TARGETS.get(case, ()), strict=False))
+    for name, at_most in targets.items():
+        if name in row["ratios"]:
+            entry["ratios"][name] = {**row["ratios"][name], "at_most": at_most,
+                                     "met": row["ratios"][name]["ratio"] <= at_most}
+    if targets and not entry["ratios"]:
+        return entry
+    met = all(ratio["met"] for ratio in entry["ratios"].values())
     now = row["ratios"].get("fork/upstream")
     if before is not None and now is not None:
         errors = [e for e in (now["standard_error"], before.get("standard_error")) if e is not None]
@@ -444,9 +517,22 @@ def previous_dense(path: Path, backend: str) -> dict[str, Any] | None:
         return None
 
 
+def nightly_target(results: dict[str, Any]) -> dict[str, Any]:
+    """NIGHTLY_TARGET on the fork/nightly ratio of every case timed in keras-nightly."""
+    ratios = {row["case"]: {**row["ratios"]["fork/nightly"], "at_most": NIGHTLY_TARGET,
+                            "met": row["ratios"]["fork/nightly"]["ratio"] <= NIGHTLY_TARGET}
+              for row in results["cases"] if "fork/nightly" in row["ratios"]}
+    return {"target": NIGHTLY_TARGET_TEXT, "case": "every case", "ratios": ratios, "before": None,
+            "met": all(ratio["met"] for ratio in ratios.values()) if ratios else None}
+
+
 def issue_targets(results: dict[str, Any], before_dense: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The issues' targets, the earlier ones first, then issue 26's (LOOP_TARGETS, NIGHTLY_TARGET)."""
     return [count_target(results), ratio_target(results, "callspec_keywords"),
-            ratio_target(results, "dense", before_dense)]
+            ratio_target(results, "dense", before_dense),
+            *[ratio_target(results, case, text=text, targets={name: at_most})
+              for text, case, name, at_most in LOOP_TARGETS],
+            nightly_target(results)]
 
 
 def targets_text(targets: list[dict[str, Any]]) -> str:
@@ -464,7 +550,7 @@ def targets_text(targets: list[dict[str, Any]]) -> str:
             lines.append(f"- {target['target']}: fork {counted(target['values'].get('fork'))}: {verdict_text}"
                          + (f" (kv_decoder; {others})" if others else " (kv_decoder)"))
             continue
-        parts = [f"{name} {shown(ratio)} (≤ {ratio['at_most']:.2f}: {'met' if ratio['met'] else 'missed'})"
+        parts = [f"{name} {shown_ratio(name, ratio)} ({target_cell(name, ratio)})"
                  for name, ratio in target["ratios"].items()]
         before = target.get("before")
         if before is not None and "no_slower_than_before" in target:
@@ -479,24 +565,28 @@ def targets_text(targets: list[dict[str, Any]]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     lines = ["| case | upstream (mean ± std dev) | nightly (mean ± std dev) | fork (mean ± std dev) "
+             "| plain torch (mean ± std dev) "
              "| fork/upstream ± std error | nightly/upstream ± std error | fork/nightly ± std error "
-             "| target fork/upstream | target fork/nightly | CallSpecs slow/fast: upstream | nightly | fork |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| fork / plain torch ± std error "
+             "| target fork/upstream | target fork/nightly | target fork / plain torch "
+             "| CallSpecs slow/fast: upstream | nightly | fork |",
+             "|---" * 15 + "|"]
+    target_names = ("fork/upstream", "fork/nightly", f"fork/{TWIN}")
     for row in results["cases"]:
-        targets = []
-        for name in ("fork/upstream", "fork/nightly"):
-            target = row["targets"].get(name)
-            targets.append("-" if target is None else
-                           f"≤ {target['at_most']:.2f}: {'met' if target['met'] else 'missed'}")
         shape = COUNT_FOR_CASE.get(row["case"])
         lines.append(
-            f"| {row['case']}: {row['description']} | " + " | ".join(timing(row["stats"], k) for k in BUILDS)
-            + " | " + " | ".join(shown(row["ratios"].get(f"{a}/{b}")) for a, b in RATIOS)
-            + " | " + " | ".join(targets) + " | " + " | ".join(count(results, k, shape) for k in BUILDS) + " |"
+            f"| {row['case']}: {row['description']} | "
+            + " | ".join(timing(row["stats"], k) for k in (*BUILDS, TWIN))
+            + " | " + " | ".join(shown_ratio(f"{a}/{b}", row["ratios"].get(f"{a}/{b}")) for a, b in RATIOS)
+            + " | " + " | ".join(target_cell(name, row["targets"].get(name)) for name in target_names)
+            + " | " + " | ".join(count(results, k, shape) for k in BUILDS) + " |"
         )
     lines += ["", "A ratio a/b is the mean time of build a over that of build b: \"faster\" (\"SLOWER\") when a "
-              "is faster (slower) than b by more than two standard errors. A target is met when the ratio is at "
-              "most the target (informational: only \"fork/upstream SLOWER\" fails the run)."]
+              "is faster (slower) than b by more than two standard errors. \"plain torch\" is the case's "
+              "plain-PyTorch twin (tests/bench/twins.py: the same model, weights, loss and optimizer in torch.nn, "
+              "a hand-written loop), timed in the fork's environment; fork / plain torch is how many times its "
+              "time the fork takes. A target is met when the ratio is at most the target, the strictest of the "
+              "issues' (informational: only \"fork/upstream SLOWER\" fails the run)."]
     kinds = [*BUILDS, *(b["kind"] for b in results.get("ablation", []) if b["wheel"])]
     headers = {"upstream": "upstream", "nightly": "nightly", "fork": "fork",
                **{b["kind"]: f"fork without {without(b)}" for b in results.get("ablation", [])}}
@@ -579,23 +669,35 @@ HEADLINE_CASES = {
     "train_step": "one `train_on_batch` step",
     "generate": "greedy generation, 16 tokens",
     "conv_predict": "ConvNet, `predict_on_batch`",
+    "mlp_call": "5-layer MLP, `model(x)`, batch 32",
+    "mlp_train_step": "5-layer MLP, `train_on_batch`",
+    "mlp_fit": "5-layer MLP, `fit`, one epoch",
+    "mlp_evaluate": "5-layer MLP, `evaluate`",
+    "mlp_predict": "5-layer MLP, `predict`",
+    "transformer_fit": "Transformer block, `fit`, one epoch",
+    "transformer_evaluate": "Transformer block, `evaluate`",
+    "transformer_predict": "Transformer block, `predict`",
 }
 HEADLINE_START = "<!-- bench:headline:start (generated by nox -s bench) -->"
 HEADLINE_END = "<!-- bench:headline:end -->"
 
 
 def headline_markdown(results: dict[str, Any]) -> str:
-    """The table between README.md's headline markers: fork/upstream and fork/nightly."""
+    """The table between README.md's headline markers: fork/upstream, fork/nightly and fork /
+    plain torch (n/a where the case has no twin or the run did not time it)."""
     rows = {row["case"]: row for row in results.get("cases", [])}
-    lines = ["| case | fork / upstream | fork / keras-nightly |", "|---|---|---|"]
+    lines = ["| case | fork / upstream | fork / keras-nightly | fork / plain torch |", "|---|---|---|---|"]
     for case, name in HEADLINE_CASES.items():
-        ratios = rows.get(case, {}).get("ratios", {})
+        if case not in rows:
+            continue
+        ratios = rows[case].get("ratios", {})
         cells = []
         for key in ("fork/upstream", "fork/nightly"):
             entry = ratios.get(key)
-            cells.append("n/a" if entry is None else f"{entry['ratio']:.3f} ± {entry['standard_error']:.3f}")
-        if case in rows:
-            lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+            error = "?" if entry is None or entry["standard_error"] is None else f"{entry['standard_error']:.3f}"
+            cells.append("n/a" if entry is None else f"{entry['ratio']:.3f} ± {error}")
+        cells.append(times(ratios.get(f"fork/{TWIN}")))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -774,7 +876,8 @@ def main() -> int:
     results: dict[str, Any] = {
         "machine": machine(), "backend": args.backend, "upstream_version": upstream_version,
         "nightly_version": nightly_found[nightly_distribution], "fork_version": fork_version,
-        "builds": {"upstream": args.upstream, "nightly": args.nightly, "fork": str(args.wheel.resolve())},
+        "builds": {"upstream": args.upstream, "nightly": args.nightly, "fork": str(args.wheel.resolve()),
+                   TWIN: "the plain-PyTorch twins of tests/bench/twins.py, in the fork's environment"},
         "environments": {kind: counted[kind]["environment"] for kind in envs},
         "settings": {"rounds": args.rounds, "processes_per_round": args.processes, "values": args.values,
                      "cases": cases, "ablation_cases": ablation_cases},
@@ -787,8 +890,7 @@ def main() -> int:
     work.mkdir(parents=True)
     started = time.perf_counter()
     for case in cases:
-        # The CallSpec micro cases compare the two constructors; keras-nightly has only upstream's.
-        kinds = ["upstream", "fork"] if case in MICRO_CASES else list(BUILDS)
+        kinds = builds_of(case, args.backend)
         if case in ablation_cases:
             kinds += [b["kind"] for b in ablations if b["wheel"]]
         log(f"timing {case} in {', '.join(kinds)}: {DESCRIPTIONS[case]}")

@@ -52,6 +52,7 @@ SERIES_PACKAGES = (
     "codemods.torch_variable_value_fast_path",
     "codemods.torch_tree_flat_fast_paths",
     "codemods.callback_list_idle_batch_end",
+    "codemods.functional_graph_run",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

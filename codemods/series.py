@@ -53,6 +53,7 @@ SERIES_PACKAGES = (
     "codemods.torch_tree_flat_fast_paths",
     "codemods.callback_list_idle_batch_end",
     "codemods.functional_graph_run",
+    "codemods.torch_ops_plain_tensor_fast_paths",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -54,6 +54,7 @@ SERIES_PACKAGES = (
     "codemods.callback_list_idle_batch_end",
     "codemods.functional_graph_run",
     "codemods.torch_ops_plain_tensor_fast_paths",
+    "codemods.layer_call_fast_lane",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

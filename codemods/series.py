@@ -51,6 +51,7 @@ SERIES_PACKAGES = (
     "codemods.any_symbolic_tensors_leaf_fast_path",
     "codemods.torch_variable_value_fast_path",
     "codemods.torch_tree_flat_fast_paths",
+    "codemods.loss_mean_reduction_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

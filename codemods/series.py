@@ -55,6 +55,7 @@ SERIES_PACKAGES = (
     "codemods.functional_graph_run",
     "codemods.torch_ops_plain_tensor_fast_paths",
     "codemods.layer_call_fast_lane",
+    "codemods.loss_mean_reduction_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -17,7 +17,9 @@ The patch puts a guarded fast path right before the `if` that picks the divisor;
 Why the result is identical. The fast path runs only on torch, when the divisor branch is the
 count one (`reduction != "mean_with_sample_weight" or sample_weight is None`, the negation of the
 other branch's test), `loss` is an exact `torch.Tensor` of dtype float32, the six `ops`
-functions involved are the ones the module saw at import (not monkeypatched), and the shape of
+functions involved (`cast`, `prod`, `shape`, `convert_to_tensor`, `divide_no_nan`, `divide`) are
+their defining modules' own (`keras.src.ops.core`/`numpy`, read on first use since `ops` is still
+being imported when `loss.py` is; a function monkeypatched on `keras.src.ops` fails it), and the shape of
 `values` is made of Python ints whose product n is in [1, 2**24]. Then, step by step:
 (1) upstream's divisor: `ops.shape(values)` is the tuple of those ints; `convert_to_tensor(...,
 "int32")` holds them exactly (each is at most n, or the product is 0, excluded); `ops.prod` of

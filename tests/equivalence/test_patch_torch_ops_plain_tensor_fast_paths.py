@@ -335,3 +335,29 @@ def test_combinations(a: str, b: str, kind_a: str, kind_b: str, grad: bool, cast
                 compare("einsum", "ab,bc->ac", x1, x2)
     finally:
         keras.config.set_floatx(previous)
+
+
+def test_torch_compile_traces_the_fast_path_without_breaks() -> None:
+    """Dynamo traces the fast path as it traces upstream's body: one graph, no break, the same
+    result."""
+    import torch._dynamo
+
+    layer = dense()
+    einsum_layer = keras.layers.EinsumDense("ab,bc->ac", output_shape=3)
+    einsum_layer.build((None, 4))
+
+    def step(x: Any) -> Any:
+        return tnp.matmul(x, layer.kernel) + tnp.einsum("ab,bc->ac", x, einsum_layer.kernel)
+
+    def explain() -> tuple[int, int, Any]:
+        torch._dynamo.reset()
+        tnp._forkgen_places.clear()
+        explained = torch._dynamo.explain(step)(torch.ones(2, 4))
+        torch._dynamo.reset()
+        return explained.graph_count, explained.graph_break_count, step(torch.ones(2, 4))
+
+    patched = explain()
+    with upstream.upstream(tnp, "matmul"), upstream.upstream(tnp, "einsum"):
+        reference = explain()
+    assert patched[:2] == reference[:2] == (1, 0)
+    assert torch.equal(patched[2], reference[2])

@@ -184,3 +184,7 @@ MUTANTS = (
            "                if getattr(kind, hook, None) is not _forkgen_noop_hooks[hook]:\n",
            "                if not utils.is_default(getattr(member, hook)):\n"),
 )
+
+
+#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
+FILES = {"keras/src/callbacks/__init__.py": "", **tree(BEFORE)}

@@ -128,3 +128,7 @@ MUTANTS = (
     Mutant("an empty shape divided by zero (a count of 0 let through)",
            "        if fast_count:\n", "        if fast_count is not None:\n"),
 )
+
+
+#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
+FILES = {"keras/src/losses/__init__.py": "", "keras/src/losses/loss.py": BEFORE}

@@ -154,3 +154,7 @@ MUTANTS = (
            "                    or kind.value is not _forkgen_value\n",
            "                    not isinstance(value, _forkgen_variable)\n"),
 )
+
+
+#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
+FILES = {"keras/src/backend/torch/numpy.py": BEFORE}

@@ -51,6 +51,11 @@ SERIES_PACKAGES = (
     "codemods.any_symbolic_tensors_leaf_fast_path",
     "codemods.torch_variable_value_fast_path",
     "codemods.torch_tree_flat_fast_paths",
+    "codemods.callback_list_idle_batch_end",
+    "codemods.functional_graph_run",
+    "codemods.torch_ops_plain_tensor_fast_paths",
+    "codemods.layer_call_fast_lane",
+    "codemods.loss_mean_reduction_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

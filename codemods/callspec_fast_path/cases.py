@@ -69,7 +69,7 @@ def patched(layer: str) -> str:
 CASES = (
     Case("layer(x) builds its CallSpec through CallSpec._fast (V4)", LAYER_V4, after=patched(LAYER_V4),
          detail="CallSpec variant V4",
-         anchors=(("layer_class", 10), ("call_signature", 13), ("callspec_construction", 34), ("callspec_class", 79))),
+         anchors=(("layer_class", 10), ("call_signature", 13), ("callspec_construction", 36), ("callspec_class", 114))),
     Case("upstream's comment lines stay above the guard, odd formatting node for node",
          LAYER_V4.replace("args, kwargs\n        )\n        self.last", "args, kwargs)   # odd\n        self.last"),
          after=patched(LAYER_V4).replace("args, kwargs\n            )\n        self.last", "args, kwargs)   # odd\n        self.last")),

@@ -52,6 +52,14 @@ def _flatten(x: Any) -> list[Any]:
     return [x]
 
 
+def _map_structure(func: Any, x: Any) -> Any:
+    if isinstance(x, dict):
+        return {key: _map_structure(func, value) for key, value in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_structure(func, item) for item in x)
+    return func(x)
+
+
 def _get_keras_mask(x: Any) -> Any:
     return getattr(x, "_keras_mask", None)
 
@@ -67,4 +75,4 @@ backend = types.SimpleNamespace(
     get_keras_mask=_get_keras_mask,
     set_keras_mask=_set_keras_mask,
 )
-tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten)
+tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten, map_structure=_map_structure)

@@ -43,25 +43,45 @@ LAYER_V4 = textwrap.dedent(
             raise NotImplementedError
 
         def __call__(self, *args, **kwargs):
+            original_args = args
             original_kwargs = kwargs
             def maybe_convert(x):
                 return self.dtype_policy.convert_input(x, self.autocast, self.input_dtype)
             if (kwargs or len(args) != 1) and self._convert_input_args:
                 args = tree.map_structure(maybe_convert, args)
                 kwargs = tree.map_structure(maybe_convert, kwargs)
-            for arg in tree.flatten(args):
-                if not is_backend_tensor_or_symbolic(arg, allow_none=True):
-                    raise ValueError("Only input tensors may be passed as positional arguments.")
+            if not self._allow_non_tensor_positional_args:
+                for arg in tree.flatten(args):
+                    if not is_backend_tensor_or_symbolic(arg, allow_none=True):
+                        raise ValueError("Only input tensors may be passed as positional arguments.")
 
             # Caches info about `call()` signature, args, kwargs.
             call_spec = CallSpec(
                 self._call_signature, self._call_context_args, args, kwargs
             )
             self.last_call_spec = call_spec
+            self._assert_input_compatibility(call_spec.first_arg)
+            if len(call_spec.tensor_arguments_dict) == 1:
+                if "mask" in call_spec.argument_names and call_spec.arguments_dict["mask"] is None:
+                    kwargs["mask"] = backend.get_keras_mask(call_spec.first_arg)
+            elif len(call_spec.tensor_arguments_dict) > 1:
+                for name, value in call_spec.tensor_arguments_dict.items():
+                    if f"{name}_mask" in call_spec.argument_names and call_spec.arguments_dict[f"{name}_mask"] is None:
+                        kwargs[f"{name}_mask"] = backend.get_keras_mask(value)
+            if "mask" in kwargs and kwargs["mask"] is not None:
+                previous_mask = kwargs["mask"]
+            else:
+                previous_mask = tree.map_structure(backend.get_keras_mask, call_spec.first_arg)
             self._called = True
             with self._open_name_scope():
                 self._maybe_build(call_spec)
             outputs = self.call(*args, **kwargs)
+            if self.supports_masking:
+                self._set_mask_metadata(call_spec.first_arg, outputs, previous_mask)
+            elif any(m is not None for m in tree.flatten(previous_mask)):
+                self._masks_dropped = getattr(self, "_masks_dropped", 0) + 1
+            if any_symbolic_tensors(original_args, original_kwargs):
+                self._symbolic_calls = getattr(self, "_symbolic_calls", 0) + 1
             self.built = True
             return outputs
 
@@ -79,6 +99,21 @@ LAYER_V4 = textwrap.dedent(
 
         def _open_name_scope(self):
             return _NameScope()
+
+        _allow_non_tensor_positional_args = False
+        _input_spec = None
+        supports_masking = False
+
+        @property
+        def input_spec(self):
+            return self._input_spec
+
+        def _assert_input_compatibility(self, arg_0):
+            if self.input_spec is not None:
+                raise ValueError("the synthetic layers check no input spec")
+
+        def compute_mask(self, inputs, previous_mask):
+            return previous_mask
 
         def _set_mask_metadata(self, inputs, outputs, previous_mask):
             flat_outputs = tree.flatten(outputs)
@@ -143,6 +178,16 @@ LAYER_V4 = textwrap.dedent(
             )
 
 
+    def any_symbolic_tensors(args=None, kwargs=None):
+        return any(isinstance(x, KerasTensor) for x in tree.flatten((args, kwargs)))
+
+
+    class input_spec:
+        # Stands for `from keras.src.layers import input_spec`.
+        class InputSpec:
+            pass
+
+
     def get_shapes_dict(call_spec):
         return {k: None for k in call_spec.tensor_arguments_dict}
 
@@ -160,7 +205,7 @@ LAYER_V4 = textwrap.dedent(
         DTypePolicy = None
 
 
-    # The synthetic layers never convert their inputs (the fake tree has no map_structure).
+    # The synthetic layers never convert their inputs (the tests count the fake tree's calls).
     Layer._convert_input_args = False
     '''
 )

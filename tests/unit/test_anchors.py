@@ -56,39 +56,39 @@ REFUSED = [
         Mutation("call_signature reassigned elsewhere", "        self.last_call_spec = call_spec\n",
                  "        self.last_call_spec = call_spec\n        self._call_signature = None\n"),
         "call_signature",
-        38,
+        40,
     ),
     (Mutation("CallSpec renamed", "CallSpec", "CallSignatureSpec", count=4), "class CallSpec", 1),
-    (Mutation("CallSpec defined twice", "\n\ndef get_shapes_dict", "\n\nclass CallSpec:\n    pass\n\n\ndef get_shapes_dict"), "class CallSpec", 123),
+    (Mutation("CallSpec defined twice", "\n\ndef get_shapes_dict", "\n\nclass CallSpec:\n    pass\n\n\ndef get_shapes_dict"), "class CallSpec", 168),
     (
         Mutation("a ninth attribute", "        self.first_arg = arg_dict[arg_names[0]]\n",
                  "        self.first_arg = arg_dict[arg_names[0]]\n        self.ninth = 9\n"),
         "CallSpec.__init__",
-        118,
+        153,
     ),
-    (Mutation("an attribute dropped", "        self.tensor_arguments_names = tensor_arg_names\n", ""), "CallSpec.__init__", 80),
+    (Mutation("an attribute dropped", "        self.tensor_arguments_names = tensor_arg_names\n", ""), "CallSpec.__init__", 115),
     (
         Mutation("a new __init__ parameter", "def __init__(self, signature, call_context_args, args, kwargs):",
                  "def __init__(self, signature, call_context_args, args, kwargs, strict):"),
         "CallSpec.__init__",
-        80,
+        115,
     ),
     (
         Mutation("the pre-3.10 constructor", "def __init__(self, signature, call_context_args, args, kwargs):",
                  "def __init__(self, signature, args, kwargs):"),
         "CallSpec.__init__",
-        80,
+        115,
     ),
     (
         Mutation("nested test without len()", "elif tree.is_nested(value) and len(value) > 0:", "elif tree.is_nested(value):"),
         "CallSpec.__init__",
-        80,
+        115,
     ),
     (
         Mutation("CallSpec built twice in __call__", CONSTRUCTION,
                  CONSTRUCTION + "        again = CallSpec(self._call_signature, self._call_context_args, args, kwargs)\n"),
         "callspec_construction",
-        34,  # the first of the two
+        36,  # the first of the two
     ),
     (
         Mutation("CallSpec built with keyword arguments", "self._call_signature, self._call_context_args, args, kwargs\n        )\n        self.last",
@@ -102,16 +102,16 @@ REFUSED = [
                  "def is_backend_tensor_or_symbolic(x, allow_none=False):\n    if allow_none and x is None:\n        return True\n"
                  "    return backend.is_tensor(x) or isinstance(x, backend.KerasTensor)\n", ""),
         "is_backend_tensor_or_symbolic",  # the engine's name check: each name, where the code using it goes
-        75,
+        110,
     ),
     (
         Mutation("the tensor-check helper without allow_none",
                  "def is_backend_tensor_or_symbolic(x, allow_none=False):\n    if allow_none and x is None:\n        return True\n",
                  "def is_backend_tensor_or_symbolic(x):\n"),
         "is_backend_tensor_or_symbolic",
-        73,
+        108,
     ),
-    (Mutation("tree no longer imported", "from tests.support.fake_backend import tree\n", ""), "tree", 78),
+    (Mutation("tree no longer imported", "from tests.support.fake_backend import tree\n", ""), "tree", 113),
     (Mutation("Layer renamed", "class Layer:", "class BaseLayer:"), "class Layer", 1),
     (Mutation("__call__ without **kwargs", "def __call__(self, *args, **kwargs):", "def __call__(self, *args):"), "Layer.__call__", 10),
 ]
@@ -123,8 +123,8 @@ HARMLESS = [
     Mutation("comments added", SIG, "        # Where the signature comes from.\n" + SIG.rstrip("\n") + "  # noqa\n"),
     Mutation("lines shifted", "import inspect\n", "import inspect\n\n\n\n\nSOMETHING = 1\n"),
     Mutation("an extra Layer method", "    def call(self, *args, **kwargs):", "    def extra(self):\n        return 1\n\n    def call(self, *args, **kwargs):"),
-    Mutation("an unrelated local renamed", "for arg in tree.flatten(args):\n            if not is_backend_tensor_or_symbolic(arg,",
-             "for positional in tree.flatten(args):\n            if not is_backend_tensor_or_symbolic(positional,"),
+    Mutation("an unrelated local renamed", "for arg in tree.flatten(args):\n                if not is_backend_tensor_or_symbolic(arg,",
+             "for positional in tree.flatten(args):\n                if not is_backend_tensor_or_symbolic(positional,"),
     Mutation("a decorator elsewhere", "    def compute_output_spec(self", "    @staticmethod\n    def helper():\n        return 0\n\n    def compute_output_spec(self"),
     Mutation("CallSpec docstring", "class CallSpec:\n", 'class CallSpec:\n    """What a call was given."""\n\n'),
 ]
@@ -160,8 +160,8 @@ def test_reports_every_anchor_with_its_line() -> None:
     assert [(a.name, a.line) for a in check.anchors] == [
         ("layer_class", 10),
         ("call_signature", 13),
-        ("callspec_construction", 34),
-        ("callspec_class", 79),
+        ("callspec_construction", 36),
+        ("callspec_class", 114),
     ]
     assert not any(analysis.applied.values()) and not check.present
 

@@ -53,7 +53,7 @@ def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out, _ = run(capsys, "analyze", str(src))
     assert code == 0
     assert f"{LAYER}:13: call_signature" in out
-    assert f"{LAYER}:34: callspec_construction" in out
+    assert f"{LAYER}:36: callspec_construction" in out
     assert "CallSpec variant V4" in out and "the series can be applied: wheel label fast." in out
     assert "  callspec-fast-path 2: applied (can be applied)" in out
     code, out, _ = run(capsys, "analyze", str(src), "--json")
@@ -63,7 +63,7 @@ def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixt
     assert report["changes"] == sorted({f for p in report["patches"] for f in p["files"]})
     base = report["patches"][0]
     assert base["name"] == "callspec-fast-path" and base["outcome"] == "applied" and not base["present"]
-    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 79
+    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 114
 
 
 @pytest.mark.parametrize("command", ["analyze", "apply"])

@@ -57,7 +57,7 @@ def test_rebase_moves_the_pin_after_the_equivalence_suite(project: Path, monkeyp
     out, err = capsys.readouterr()
     assert ran and ran[0].name == "keras-3.15.1+fastcallspec.1-py3-none-any.whl"
     assert out.strip().splitlines()[-1] == str(ran[0])
-    assert "callspec_construction: line 34 -> 34 (+0)" in err
+    assert "callspec_construction: line 36 -> 36 (+0)" in err
     assert PYPROJECT.format(old=new).replace('"3.14.1"', '"3.15.1"') == (project / "pyproject.toml").read_text()
 
 

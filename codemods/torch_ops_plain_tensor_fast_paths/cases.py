@@ -1,0 +1,160 @@
+"""What `torch-ops-plain-tensor-fast-paths` makes of torch numpy modules shaped like Keras's (run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+
+from pathlib import Path
+
+from codemods.patchlib import Case, Mutant
+
+NIGHTLY_NUMPY_PY = "keras/src/backend/torch/ops/numpy.py"
+MATMUL = '''\
+def matmul(x1, x2):
+    x1 = convert_to_tensor(x1)
+    x2 = convert_to_tensor(x2)
+    x1_dtype = standardize_dtype(x1.dtype)
+    x2_dtype = standardize_dtype(x2.dtype)
+
+    def can_use_int_matmul(x1, x2):
+        # A comment, as upstream has them.
+        if get_device() != "cuda":
+            return False
+        if x1_dtype != "int8" or x2_dtype != "int8":
+            return False
+        return x1.ndim == 2
+
+    if can_use_int_matmul(x1, x2):
+        return torch._int_mm(x1, x2)
+
+    if x1_dtype == "int8" and x2_dtype == "int8":
+        result_dtype = "int32"
+    else:
+        result_dtype = dtypes.result_type(x1.dtype, x2.dtype)
+    compute_dtype = result_dtype
+
+    if compute_dtype == "bool":
+        compute_dtype = config.floatx()
+    if get_device() == "cpu" and compute_dtype == "float16":
+        compute_dtype = "float32"
+    if get_device() == "cuda" and "int" in compute_dtype:
+        compute_dtype = config.floatx()
+
+    x1 = cast(x1, compute_dtype)
+    x2 = cast(x2, compute_dtype)
+    return cast(torch.matmul(x1, x2), result_dtype)
+'''
+EINSUM = '''\
+def einsum(subscripts, *operands, **kwargs):
+    operands = [convert_to_tensor(operand) for operand in operands]
+    dtypes_to_resolve = list(set(standardize_dtype(x.dtype) for x in operands))
+    if len(dtypes_to_resolve) == 1 and dtypes_to_resolve[0] == "int8":
+        operands = [cast(operand, "int32") for operand in operands]
+        return cast(torch.einsum(subscripts, *operands), "int32")
+    return torch.einsum(subscripts, *operands)
+'''
+MIXED = '''\
+    if len(dtypes_to_resolve) > 1:
+        operands = [cast(operand, "float32") for operand in operands]
+'''
+BEFORE = f'''\
+import torch
+
+from keras.src.backend import config
+from keras.src.backend.common import dtypes
+from keras.src.backend.common.variables import standardize_dtype
+from keras.src.backend.torch.core import cast
+from keras.src.backend.torch.core import convert_to_tensor
+from keras.src.backend.torch.core import get_device
+
+
+def add(x1, x2):
+    return torch.add(convert_to_tensor(x1), convert_to_tensor(x2))
+
+
+{EINSUM}
+
+{MATMUL}
+
+def last(x):
+    return x
+'''
+INSERTED = Path(__file__).with_name("inserted.py").read_text(encoding="utf-8")
+
+
+def _body(function: str) -> str:
+    """The body of `function` in inserted.py, as it reads indented in a function."""
+    start = INSERTED.index(f"def {function}(")
+    start = INSERTED.index("\n", start) + 1
+    end = INSERTED.find("\n\n\ndef ", start)
+    return INSERTED[start:] if end < 0 else INSERTED[start:end + 1]
+
+
+MATMUL_FAST, EINSUM_FAST = _body("matmul_fast_path"), _body("einsum_fast_path")
+
+
+def _dedent(body: str) -> str:
+    """The module-level body one level out; a docstring's continuation lines stay as they are."""
+    lines, in_string = [], False
+    for line in body.splitlines(True):
+        lines.append(line if in_string or not line.strip() else line[4:])
+        in_string ^= line.count('"""') % 2 == 1
+    return "".join(lines)
+
+
+APPENDED = "\n\n" + _dedent(_body("module_level"))
+MATMUL_HEAD, EINSUM_HEAD = "def matmul(x1, x2):\n", "def einsum(subscripts, *operands, **kwargs):\n"
+AFTER = (BEFORE.replace(MATMUL_HEAD, MATMUL_HEAD + MATMUL_FAST).replace(EINSUM_HEAD, EINSUM_HEAD + EINSUM_FAST)
+         + APPENDED)
+NIGHTLY = BEFORE.replace('    return torch.einsum(subscripts, *operands)\n', MIXED + '    return torch.einsum(subscripts, *operands)\n')
+NIGHTLY_AFTER = AFTER.replace('    return torch.einsum(subscripts, *operands)\n', MIXED + '    return torch.einsum(subscripts, *operands)\n')
+MATMUL_NAME = "def matmul(x1, x2): convert, dtypes, int8 and float16 cases, cast(torch.matmul(x1, x2), result_dtype)"
+EINSUM_NAME = "def einsum(subscripts, *operands, **kwargs): convert, one int8 dtype cast, torch.einsum"
+
+
+def _drift(name: str, old: str, new: str, drift: str) -> Case:
+    assert BEFORE.count(old) == 1, old
+    return Case(name, BEFORE.replace(old, new), drift=drift)
+
+
+CASES = (
+    Case("a fast path first in matmul and einsum, the helpers at the end", BEFORE, AFTER,
+         detail="fast paths at the top of matmul and einsum for plain float tensors",
+         anchors=(("matmul: first statement", 24), ("einsum: first statement", 15))),
+    Case("keras-nightly's ops/numpy.py, einsum with its mixed-dtype branch", {NIGHTLY_NUMPY_PY: NIGHTLY},
+         {NIGHTLY_NUMPY_PY: NIGHTLY_AFTER}),
+    _drift("3.13's matmul: dtypes read inside the closure", "    x1_dtype = standardize_dtype(x1.dtype)\n"
+           "    x2_dtype = standardize_dtype(x2.dtype)\n\n    def can_use_int_matmul(x1, x2):\n",
+           "\n    def can_use_int_matmul(x1, x2):\n        x1_dtype = standardize_dtype(x1.dtype)\n"
+           "        x2_dtype = standardize_dtype(x2.dtype)\n", MATMUL_NAME),
+    _drift("float16 no longer computed in float32 on cpu", 'if get_device() == "cpu" and compute_dtype == "float16"',
+           'if get_device() == "mps" and compute_dtype == "float16"', MATMUL_NAME),
+    _drift("a fourth cast", "    x2 = cast(x2, compute_dtype)\n", "    x2 = cast(x2, compute_dtype)\n    x1 = x1 + 0\n",
+           MATMUL_NAME),
+    _drift("einsum casting a lone float dtype", 'dtypes_to_resolve[0] == "int8"', 'dtypes_to_resolve[0] == "float32"',
+           EINSUM_NAME),
+    _drift("no einsum", EINSUM_HEAD, "def einsum_(subscripts, *operands, **kwargs):\n", "einsum"),
+    Case("a helper name taken", BEFORE + "\n_forkgen_places = None\n", drift="_forkgen_places"),
+    _drift("a local named like the fast path's", "    compute_dtype = result_dtype\n",
+           "    compute_dtype = fast = result_dtype\n", "fast"),
+    Case("half applied", AFTER.replace(APPENDED, "\n"), drift="expected all pieces present or none"),
+    Case("an unmarked fast path is not upstream's",
+         AFTER.replace("# forkgen: torch-ops-plain-tensor-fast-paths (float32", "# (float32"),
+         drift="expected to edit, or edited by forkgen; found an edited form without forkgen's marker"),
+)
+
+MUTANTS = (
+    Mutant("matmul takes float16 too (CPU computes it in float32)",
+           "_FORKGEN_MATMUL_DTYPES = frozenset((torch.float32, torch.bfloat16))",
+           "_FORKGEN_MATMUL_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16))"),
+    Mutant("a meta device taken for a plain one (convert_to_tensor makes a new tensor there)",
+           '            elif place.type == "meta" or place.index is None:\n',
+           "            elif place.index is None:\n"),
+    Mutant("mixed dtypes taken", "            elif value.dtype is not dtype:\n                return None\n",
+           "            elif False:\n                return None\n"),
+    Mutant("a variable's value read without the guards",
+           "                    not isinstance(value, _forkgen_variable)\n"
+           "                    or kind.value is not _forkgen_value\n",
+           "                    not isinstance(value, _forkgen_variable)\n"),
+)
+
+
+#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
+FILES = {"keras/src/backend/torch/numpy.py": BEFORE}

@@ -11,7 +11,8 @@ The patch computes a flag `fast_lane` right after the CallSpec (by the CallSpec'
 one positional argument, which is `call_spec.first_arg`, the only tensor argument, eager, and
 no `mask` parameter; a class whose `input_spec`, `_assert_input_compatibility`,
 `supports_masking`, `compute_mask` and `_set_mask_metadata` are Layer's own, checked once per
-class; not TensorFlow) and guards five steps with it; the rest of `__call__` (conversion gate,
+class; not TensorFlow; torch.compile not tracing, so that dynamo traces upstream's steps and
+guards on none of the lane's records) and guards five steps with it; the rest of `__call__` (conversion gate,
 CallSpec, build, call context and `training`, name scope, autocast, `super().__call__`,
 distribution, `built`, activity regularizer, context reset) runs as it is.
 

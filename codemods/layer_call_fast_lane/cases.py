@@ -146,4 +146,6 @@ MUTANTS = (
            "getattr(cls, name, None) is attr", "getattr(cls, name, None) is not None"),
     Mutant("a call() taking `mask` takes the lane",
            '        or "mask" in call_spec.argument_names\n', ""),
+    Mutant("the lane taken while torch.compile traces (dynamo guards on its weak-keyed records)",
+           " and not _layer_call_fast_lane_compiling()\n", "\n"),
 )

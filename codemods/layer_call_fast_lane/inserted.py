@@ -45,6 +45,7 @@ def node(fast_lane, original_kwargs):
 
 def helper():
     # forkgen: layer-call-fast-lane
+    import sys as _layer_call_fast_lane_sys
     from weakref import WeakKeyDictionary as _layer_call_fast_lane_weak_dict
 
     #: The Layer attributes whose stock versions the lane's skips rely on.
@@ -77,7 +78,14 @@ def helper():
                 for name, attr in zip(_LAYER_CALL_FAST_LANE_ATTRS, _LAYER_CALL_FAST_LANE_STOCK)
             )
             _layer_call_fast_lane_classes[cls] = stock
-        return stock and backend.backend() != "tensorflow"
+        return stock and backend.backend() != "tensorflow" and not _layer_call_fast_lane_compiling()
+
+    def _layer_call_fast_lane_compiling():
+        """Whether torch.compile is tracing: then upstream's steps are traced (dynamo
+    would guard on the weak-keyed spec records, whose entries may go before its guards
+    are built)."""
+        torch = _layer_call_fast_lane_sys.modules.get("torch")
+        return torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)()
 
     def _layer_call_fast_lane_spec_passes(layer, x):
         """Whether `layer._assert_input_compatibility(x)` is known to pass: no

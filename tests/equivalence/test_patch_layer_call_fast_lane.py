@@ -279,3 +279,69 @@ def lane_results(fn: Callable[[], Any]) -> list[bool]:
 def test_lane_taken(make: Callable[[], Any], expected: list[bool]) -> None:
     layer = make()
     assert lane_results(lambda: [layer(t()) for _ in range(4)]) == expected
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_torch_compile_traces_upstreams_steps() -> None:
+    """While torch.compile traces, the lane stands aside: dynamo traces upstream's steps and
+    records nothing in (so guards on nothing of) the lane's weak-keyed spec records, whose
+    entries may be gone before its guards are built (that failed the compile of a second
+    call); the compiled model gives the eager outputs, twice, in as many frames as upstream."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    def run() -> tuple[int, list[Any]]:
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(2)])
+        x = torch.ones(5, 4)
+        eager = to_numpy(model(x)).tolist()
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        compiled = torch.compile(model, backend=counter)
+        before = len(layer_module._layer_call_fast_lane_specs)
+        try:
+            outputs = [to_numpy(compiled(x)).tolist() for _ in range(2)]
+            assert len(layer_module._layer_call_fast_lane_specs) <= before
+        finally:
+            torch._dynamo.reset()
+        assert outputs == [eager, eager]
+        return int(counter.frame_count), outputs
+
+    patched = run()
+    # The lane forced off (upstream's steps everywhere) compiles the same way.
+    real = layer_module._layer_call_fast_lane
+    layer_module._layer_call_fast_lane = lambda layer, args, call_spec: False
+    try:
+        off = run()
+    finally:
+        layer_module._layer_call_fast_lane = real
+    assert patched == off
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_the_lane_stands_aside_while_torch_compile_traces() -> None:
+    import torch
+    import torch._dynamo
+
+    layer = keras.layers.Dense(3)
+    x = torch.ones(2, 4)
+    eager = [to_numpy(layer(x)).tolist() for _ in range(3)][-1]
+    assert lane_results(lambda: layer(x)) == [True]  # eagerly, this call takes the lane
+    seen: list[bool] = []
+    real = layer_module._layer_call_fast_lane
+
+    def spy(layer: Any, args: Any, call_spec: Any) -> Any:
+        taken = real(layer, args, call_spec)
+        seen.append(bool(taken))
+        return taken
+
+    layer_module._layer_call_fast_lane = spy
+    torch._dynamo.reset()
+    try:
+        compiled = to_numpy(torch.compile(layer, backend="eager")(x)).tolist()
+    finally:
+        layer_module._layer_call_fast_lane = real
+        torch._dynamo.reset()
+    assert seen and not any(seen)
+    assert compiled == eager

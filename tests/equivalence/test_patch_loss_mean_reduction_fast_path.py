@@ -188,6 +188,7 @@ def _train(loss: Any, weighted: bool, masked: bool, float_labels: bool, steps: i
     return state + [repr(sorted(log.items())).encode() for log in logs]
 
 
+@pytest.mark.skipif(keras.backend.backend() == "numpy", reason="the numpy backend does not train")
 @pytest.mark.parametrize(
     ("loss", "weighted", "masked", "float_labels"),
     [
@@ -211,6 +212,33 @@ def test_the_fast_path_runs_on_torch() -> None:
         pytest.skip("the fast path is torch's")
     values = tensor(np.arange(1.0, 7.0).reshape(2, 3), "float32")
     want = reference()(values)
-    with mock.patch.object(ops_module, "divide_no_nan", side_effect=AssertionError("upstream's divisor path")):
+    # Upstream's divisor path ends in the backend's divide_no_nan (through `ops.divide_no_nan`,
+    # which the fast path's guard requires unpatched, so it is the backend function that is
+    # replaced here); the fast path divides with `ops.divide`.
+    from keras.src import backend as backend_module
+
+    with mock.patch.object(backend_module.numpy, "divide_no_nan", side_effect=AssertionError("upstream's divisor path")):
         got = loss_module.reduce_values(values)
+    same(got, want)
+
+
+def test_torch_compile_traces_upstreams_divisor() -> None:
+    """Under torch.compile the fast path stands aside, before its first-use list is read (a
+    guard on that list, built before dynamo replays the append it traced, failed the compile):
+    the compiled reduction runs, in one graph, and gives the eager value."""
+    if not TORCH:
+        pytest.skip("the fast path is torch's")
+    import torch
+    import torch._dynamo
+
+    values = tensor(np.arange(1.0, 7.0).reshape(2, 3), "float32")
+    want = reference()(values)
+    torch._dynamo.reset()
+    loss_module._forkgen_mean_reduction_ops.clear()  # as in a process whose first reduction is compiled
+    try:
+        explained = torch._dynamo.explain(loss_module.reduce_values)(values)
+        got = torch.compile(loss_module.reduce_values, backend="eager")(values)
+    finally:
+        torch._dynamo.reset()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
     same(got, want)

@@ -20,8 +20,8 @@ other branch's test), `loss` is an exact `torch.Tensor` of dtype float32, the si
 functions involved (`cast`, `prod`, `shape`, `convert_to_tensor`, `divide_no_nan`, `divide`) are
 their defining modules' own (`keras.src.ops.core`/`numpy`, read on first use since `ops` is still
 being imported when `loss.py` is; a function monkeypatched on `keras.src.ops` fails it), torch.compile
-is not tracing (under it upstream's divisor is traced, as upstream: dynamo would otherwise build a
-guard on the first-use list before replaying the append it traced, and fail), and the shape of
+is not tracing (under it upstream's divisor is traced, as upstream, and nothing is learnt; traced,
+the fast path gives the same one graph and value: the stand-aside is not observable, hence no mutant), and the shape of
 `values` is made of Python ints whose product n is in [1, 2**24]. Then, step by step:
 (1) upstream's divisor: `ops.shape(values)` is the tuple of those ints; `convert_to_tensor(...,
 "int32")` holds them exactly (each is at most n, or the product is 0, excluded); `ops.prod` of

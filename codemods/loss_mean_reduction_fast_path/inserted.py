@@ -34,8 +34,8 @@ def helpers():
     def _forkgen_static_count(shape):
         """Element count of a static `shape` in [1, 2**24] while `ops` has upstream's functions, else 0."""
         if getattr(getattr(_forkgen_torch, "compiler", None), "is_compiling", bool)():
-            # Under torch.compile, upstream's divisor is traced (dynamo would guard on the list
-            # below before replaying the append it traced).
+            # Under torch.compile, upstream's divisor is traced: nothing is learnt (the list
+            # below filled) while dynamo traces, as in the series' other patches.
             return 0
         if not _forkgen_mean_reduction_ops:
             # Read on first use: `ops` is still being imported when this module is.

@@ -223,9 +223,8 @@ def test_the_fast_path_runs_on_torch() -> None:
 
 
 def test_torch_compile_traces_upstreams_divisor() -> None:
-    """Under torch.compile the fast path stands aside, before its first-use list is read (a
-    guard on that list, built before dynamo replays the append it traced, failed the compile):
-    the compiled reduction runs, in one graph, and gives the eager value."""
+    """A process whose first reduction is compiled: the reduction compiles in one graph, with no
+    break, and gives the eager value (the fast path stands aside while dynamo traces)."""
     if not TORCH:
         pytest.skip("the fast path is torch's")
     import torch

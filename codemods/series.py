@@ -56,6 +56,7 @@ SERIES_PACKAGES = (
     "codemods.torch_ops_plain_tensor_fast_paths",
     "codemods.layer_call_fast_lane",
     "codemods.loss_mean_reduction_fast_path",
+    "codemods.loss_wrapper_tensor_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

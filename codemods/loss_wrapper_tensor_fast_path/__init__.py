@@ -125,7 +125,7 @@ class LossWrapperTensorFastPath(DeclaredPatch):
         description="torch: LossFunctionWrapper.call matches the ranks of two plain tensors with one "
         "squeeze_or_expand_to_same_rank call and calls fn, without the three pytree walks.",
         origin="ours", bug="forkgen issue 26", forwarded="not-needed", applied_upstream=None,
-        last_update="2026-12-06",
+        last_update="2026-12-05",
     )
     files = (LOSSES_PY,)
     since = "3.12.0"

@@ -385,6 +385,7 @@ def _train(loss: Any, labels_kind: str, weighted: bool, jit: bool = False, steps
     return state + [repr(sorted(log.items())).encode() for log in logs]
 
 
+@pytest.mark.skipif(keras.backend.backend() == "numpy", reason="the numpy backend does not train")
 @pytest.mark.parametrize(
     ("loss", "labels_kind", "weighted"),
     [

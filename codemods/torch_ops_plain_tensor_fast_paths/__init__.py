@@ -45,7 +45,11 @@ Skipped side effects: only the `result_type` memo of `memoised-result-type` is n
 
 Not guarded, because no code does it: the core module's `Variable`, `get_device` internals
 or `torch` rebound after import (its `get_device` is called as it is now); a variable's
-`value` set on the instance. TorchDynamo traces the fast path (type tests, a dict look-up,
+`value` set on the instance. The "meta" test in `_forkgen_place` only names that case: a
+"meta" str has no index, so the index test alone returns False for it, and no tensor is on an
+indexed meta device (`torch.empty(2, device="meta:0").device` is `meta`), so "meta:0" falls
+back at the device comparison. Without it the outcome is the same, so it has no mutant (`nox -s
+mutants` found the one it had uncaught, 2026-12-05). TorchDynamo traces the fast path (type tests, a dict look-up,
 `torch._C._is_torch_function_mode_enabled`, as `torch-convert-to-tensor-noop-moves` does).
 
 Left out: `add`, `multiply` and `subtract` (keras-nightly converts them to one dtype through

@@ -295,6 +295,31 @@ def test_uninitialised_variable_runs_the_body() -> None:
         kernel._value = saved
 
 
+def test_a_variable_class_with_its_own_value_is_read_as_often_as_upstream_reads_it() -> None:
+    """A subclass's `value` getter may do anything (count, log, compute): the fast path must not
+    call it, or a fallback would read it twice where upstream's conversion reads it once. A
+    float16 variable beside a float32 tensor is one the fast path gives up on after reading."""
+    reads: list[str] = []
+
+    class Counted(type(dense().kernel)):  # type: ignore[misc]
+        @property
+        def value(self) -> Any:
+            reads.append(self.name)
+            return super().value
+
+    for dtype in ("float16", "float32"):
+        variable = Counted(np.ones((4, 3), dtype=dtype), dtype=dtype, name=f"counted_{dtype}")
+        for name, args in (("matmul", (tensor("float32"), variable)),
+                           ("einsum", ("ab,bc->ac", tensor("float32"), variable))):
+            reads.clear()
+            want = outcome(oracle(name), *args)
+            upstream_reads = len(reads)
+            reads.clear()
+            got = outcome(getattr(tnp, name), *args)
+            same(got, want)
+            assert len(reads) == upstream_reads, (name, dtype, reads)
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     a=st.sampled_from(DTYPES), b=st.sampled_from(DTYPES),

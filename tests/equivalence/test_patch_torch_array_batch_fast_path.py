@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from unittest import mock
@@ -79,7 +79,7 @@ def bits(t: Any) -> bytes:
     return bytes(t.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().tobytes())
 
 
-def same(got: Any, want: Any, inputs: list[np.ndarray] = ()) -> None:  # type: ignore[assignment]
+def same(got: Any, want: Any, inputs: Sequence[np.ndarray] = ()) -> None:
     """Same structure (types, keys, order), and tensors alike in every observable way."""
     assert type(got) is type(want), (type(got), type(want))
     if isinstance(want, dict):
@@ -87,8 +87,7 @@ def same(got: Any, want: Any, inputs: list[np.ndarray] = ()) -> None:  # type: i
         for key in want:
             same(got[key], want[key], inputs)
     elif isinstance(want, (list, tuple)):
-        assert len(got) == len(want)
-        for a, b in zip(got, want):
+        for a, b in zip(got, want, strict=True):
             same(a, b, inputs)
     elif torch.is_tensor(want):
         assert (got.dtype, got.device, got.shape, got.stride(), got.layout, got.requires_grad) == (
@@ -109,11 +108,11 @@ def epochs(loader: Any, seed: int, count: int = 2) -> tuple[list[Any], Any, Any]
     return batches, torch.get_rng_state(), np.random.get_state()
 
 
-def both(seed: int = 0, inputs: list[np.ndarray] = (), **kwargs: Any) -> list[Any]:  # type: ignore[assignment]
+def both(seed: int = 0, inputs: Sequence[np.ndarray] = (), **kwargs: Any) -> list[Any]:
     want_loader, got_loader = loaders(**kwargs)
     want, want_torch, want_numpy = epochs(want_loader, seed)
     got, got_torch, got_numpy = epochs(got_loader, seed)
-    same(got, want, list(inputs))
+    same(got, want, inputs)
     assert torch.equal(got_torch, want_torch)
     assert repr(got_numpy) == repr(want_numpy)
     return got

@@ -98,6 +98,8 @@ def helpers():
         """The state of `convert` (`_forkgen_batch_setup`, made on first use) while what upstream's
     conversion reads is what the table was made with, NumpySliceable and Sliceable are as
     imported, and torch is not compiling (Dynamo then traces upstream's code); else None."""
+        if type(convert) is not type(_forkgen_batch_setup):
+            return None  # not a Python function (maybe not even hashable): upstream's path
         state = _forkgen_batch_states.get(convert, False)
         if state is False:
             state = _forkgen_batch_setup(convert)

@@ -327,6 +327,33 @@ def test_a_monkeypatched_core_function_is_called_as_upstream_calls_it(name: str)
         assert len(calls) == upstream_calls
 
 
+class UnhashableConversion:
+    """A conversion that is no function and cannot be hashed (it defines `__eq__` only)."""
+
+    def __init__(self, convert: Callable[..., Any]) -> None:
+        self.convert = convert
+        self.calls = 0
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __call__(self, x: Any) -> Any:
+        self.calls += 1
+        return self.convert(x)
+
+
+def test_a_conversion_that_is_no_function_is_called_as_upstream_calls_it() -> None:
+    core = torch_core()
+    spy = UnhashableConversion(core.convert_to_tensor)
+    x, y = x_y()
+    with warm(), mock.patch.object(core, "convert_to_tensor", spy):
+        want_loader, got_loader = loaders(x=x, y=y, batch_size=8)
+        want = epochs(want_loader, 9)[0]
+        upstream_calls, spy.calls = spy.calls, 0
+        same(epochs(got_loader, 9)[0], want)
+        assert spy.calls == upstream_calls > 0
+
+
 def test_a_monkeypatched_sliceable_class_is_called_as_upstream_calls_it() -> None:
     original = array_slicing.Sliceable.__getitem__
     calls: list[Any] = []

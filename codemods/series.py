@@ -58,6 +58,7 @@ SERIES_PACKAGES = (
     "codemods.loss_mean_reduction_fast_path",
     "codemods.torch_mean_metric_fast_paths",
     "codemods.loss_wrapper_tensor_fast_path",
+    "codemods.torch_array_batch_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

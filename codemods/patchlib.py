@@ -16,8 +16,11 @@ from __future__ import annotations
 import abc
 import ast
 import enum
+import io
+import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
 
 import libcst as cst
@@ -259,6 +262,36 @@ def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
             raise
         return (), ()
     return tuple(getattr(module, "CASES", ())), tuple(getattr(module, "MUTANTS", ()))
+
+
+def piece_text(cases_file: str, function: str, indent: str = "") -> str:
+    """The text of the piece `function` of the `inserted.py` beside `cases_file` (a `cases.py`'s
+    `__file__`), for its cases' expected texts: the body of `def function(...):` (its lines
+    through the last one before the next line at column 0, blank lines at its end left out),
+    each line's first level of indentation replaced by `indent` (a function's or class's body:
+    its indentation; a `helpers` or `module_level` piece: ""). Blank lines, and the lines a
+    multi-line string continues on (a docstring's: their text is the string's), stay as they
+    are. Assumes a one-line `def` and the template's four-space indentation."""
+    text = Path(cases_file).with_name("inserted.py").read_text(encoding="utf-8")
+    lines = text.splitlines(True)
+    in_string: set[int] = set()  # indexes of the lines a multi-line string continues on
+    f_strings: list[int] = []  # Python 3.12+ tokenizes an f-string in parts
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.STRING:
+            in_string.update(range(token.start[0], token.end[0]))  # rows count from 1
+        elif token.type == getattr(tokenize, "FSTRING_START", None):
+            f_strings.append(token.start[0])
+        elif token.type == getattr(tokenize, "FSTRING_END", None):
+            in_string.update(range(f_strings.pop(), token.end[0]))
+    head = next(i for i, line in enumerate(lines)
+                if line.startswith(f"def {function}(") and i not in in_string)
+    end = next((i for i in range(head + 1, len(lines))
+                if lines[i].strip() and i not in in_string and not lines[i][0].isspace()), len(lines))
+    body = lines[head + 1:end]
+    while body and not body[-1].strip():
+        body.pop()
+    return "".join(line if i in in_string or not line.strip() else indent + line[4:]
+                   for i, line in enumerate(body, head + 1))
 
 
 # -- helpers for the patches' analyses ----------------------------------------------------------

@@ -1,9 +1,7 @@
 """What `loss-wrapper-tensor-fast-path` makes of loss and tree modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from pathlib import Path
-
-from codemods.patchlib import Case, Mutant
+from codemods.patchlib import Case, Mutant, piece_text
 from tests.support import synthetic_torch_tree_flat_fast_paths as flat
 
 LOSSES = "keras/src/losses/losses.py"
@@ -49,19 +47,8 @@ def mean_squared_error(y_true, y_pred):
     return ops.mean(ops.square(y_true - y_pred), axis=-1)
 '''
 BEFORE = IMPORTS + HEAD + BODY + TAIL
-INSERTED = Path(__file__).with_name("inserted.py").read_text(encoding="utf-8")
-
-
-def _body(function: str, indent: str) -> str:
-    """The body of `function` in inserted.py, re-indented to `indent`."""
-    start = INSERTED.index("\n", INSERTED.index(f"def {function}(")) + 1
-    end = INSERTED.find("\n\n\ndef ", start)
-    text = INSERTED[start:] if end < 0 else INSERTED[start:end + 1]
-    return "".join(indent + line[4:] if line.strip() else line for line in text.splitlines(True))
-
-
-FAST_PATH = _body("call_fast_path", "        ")
-HELPERS = "\n\n" + _body("helpers", "")
+FAST_PATH = piece_text(__file__, "call_fast_path", "        ")
+HELPERS = "\n\n" + piece_text(__file__, "helpers")
 AFTER = IMPORTS + HEAD + FAST_PATH + BODY + TAIL + HELPERS
 
 TREE_API_PY = '''\

@@ -1,9 +1,7 @@
 """What `torch-ops-plain-tensor-fast-paths` makes of torch numpy modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from pathlib import Path
-
-from codemods.patchlib import Case, Mutant
+from codemods.patchlib import Case, Mutant, piece_text
 
 NIGHTLY_NUMPY_PY = "keras/src/backend/torch/ops/numpy.py"
 MATMUL = '''\
@@ -76,30 +74,9 @@ def add(x1, x2):
 def last(x):
     return x
 '''
-INSERTED = Path(__file__).with_name("inserted.py").read_text(encoding="utf-8")
-
-
-def _body(function: str) -> str:
-    """The body of `function` in inserted.py, as it reads indented in a function."""
-    start = INSERTED.index(f"def {function}(")
-    start = INSERTED.index("\n", start) + 1
-    end = INSERTED.find("\n\n\ndef ", start)
-    return INSERTED[start:] if end < 0 else INSERTED[start:end + 1]
-
-
-MATMUL_FAST, EINSUM_FAST = _body("matmul_fast_path"), _body("einsum_fast_path")
-
-
-def _dedent(body: str) -> str:
-    """The module-level body one level out; a docstring's continuation lines stay as they are."""
-    lines, in_string = [], False
-    for line in body.splitlines(True):
-        lines.append(line if in_string or not line.strip() else line[4:])
-        in_string ^= line.count('"""') % 2 == 1
-    return "".join(lines)
-
-
-APPENDED = "\n\n" + _dedent(_body("module_level"))
+MATMUL_FAST = piece_text(__file__, "matmul_fast_path", "    ")
+EINSUM_FAST = piece_text(__file__, "einsum_fast_path", "    ")
+APPENDED = "\n\n" + piece_text(__file__, "module_level")
 MATMUL_HEAD, EINSUM_HEAD = "def matmul(x1, x2):\n", "def einsum(subscripts, *operands, **kwargs):\n"
 AFTER = (BEFORE.replace(MATMUL_HEAD, MATMUL_HEAD + MATMUL_FAST).replace(EINSUM_HEAD, EINSUM_HEAD + EINSUM_FAST)
          + APPENDED)

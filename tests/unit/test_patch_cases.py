@@ -17,7 +17,16 @@ import pytest
 from libcst.codemod import CodemodContext, TransformSkip, TransformSuccess, transform_module
 
 from codemods.engine import DeclaredPatch
-from codemods.patchlib import AnchorDrift, Case, Mutant, Outcome, Patch, Sources, examples
+from codemods.patchlib import (
+    AnchorDrift,
+    Case,
+    Mutant,
+    Outcome,
+    Patch,
+    Sources,
+    examples,
+    piece_text,
+)
 from codemods.series import SERIES_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,3 +111,13 @@ def test_every_declared_patch_has_cases() -> None:
                 if isinstance(importlib.import_module(p).PATCH, DeclaredPatch)}
     with_cases = {patch.name for _, patch, _ in CASES}
     assert declared <= with_cases, f"declared patches without cases.py: {sorted(declared - with_cases)}"
+
+
+def test_piece_text_reindents_a_piece_but_not_its_strings(tmp_path: Path) -> None:
+    (tmp_path / "inserted.py").write_text(
+        '"""Pieces.\ndef fast(x):\n    not one."""\n\n\ndef fast(x):\n    # marker\n    if x:\n'
+        '        return """a\n    b"""\n\n\ndef helpers():\n    _a = 1\n\n\n    def _f():\n'
+        '        """Doc\n    continued."""\n        return 2\n', encoding="utf-8")
+    cases = str(tmp_path / "cases.py")
+    assert piece_text(cases, "fast", "        ") == '        # marker\n        if x:\n            return """a\n    b"""\n'
+    assert piece_text(cases, "helpers") == '_a = 1\n\n\ndef _f():\n    """Doc\n    continued."""\n    return 2\n'

@@ -59,6 +59,7 @@ SERIES_PACKAGES = (
     "codemods.torch_mean_metric_fast_paths",
     "codemods.loss_wrapper_tensor_fast_path",
     "codemods.torch_array_batch_fast_path",
+    "codemods.torch_flash_probe_compile_skip",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

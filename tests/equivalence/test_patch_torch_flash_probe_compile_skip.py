@@ -1,0 +1,143 @@
+"""Patch torch-flash-probe-compile-skip on the installed fork (torch backend only).
+
+The patch puts an early `return False` first in torch's `_can_use_flash_attention`, taken only
+while dynamo traces and only for auto-detection (`raise_error=False`). Eager calls must give what
+the release under test's own, unpatched function gives (`upstream.original`, compiled into the
+installed nn module, tests/equivalence/upstream.py): the same answer or error, from the same
+probe calls, whatever torch's `can_use_flash_attention` says (on this CPU it says False, so the
+tests also make it say True). Under `torch.compile`: no graph break at the probe (upstream's
+breaks there), compiled `dot_product_attention` equal to eager within torch's float32 tolerances,
+and an explicit `flash_attention=True` still raises upstream's error on inputs flash attention
+cannot run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+
+from tests.equivalence import upstream
+from tests.equivalence.helpers import patch_applied
+
+NAME = "torch-flash-probe-compile-skip"
+APPLIED = patch_applied(NAME)
+pytestmark = [
+    pytest.mark.skipif(not APPLIED, reason="this fork does not apply torch-flash-probe-compile-skip"),
+    pytest.mark.skipif(keras.backend.backend() != "torch", reason="the patch changes the torch backend only"),
+]
+
+if APPLIED and keras.backend.backend() == "torch":
+    import torch
+    import torch._dynamo
+
+    #: The module the patch rewrote (the torch backend's nn.py).
+    nn = upstream.patched_module(NAME, "nn.py")
+
+
+def qkv(seed: int = 0) -> tuple[Any, Any, Any]:
+    """Query, key and value as `dot_product_attention` hands them to the probe: (batch, heads,
+    sequence, head_dim), float32."""
+    rng = np.random.default_rng(seed)
+    return tuple(torch.tensor(rng.standard_normal((2, 2, 5, 8)).astype("float32")) for _ in range(3))
+
+
+@contextmanager
+def torch_answers(answer: bool | Exception) -> Iterator[list[tuple[Any, ...]]]:
+    """torch's `can_use_flash_attention` answers `answer` (or raises it); yields the calls made."""
+    import torch.backends.cuda as cuda
+
+    calls: list[tuple[Any, ...]] = []
+
+    def fake(params: Any, debug: bool) -> bool:
+        calls.append((type(params).__name__, debug))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    original = cuda.can_use_flash_attention
+    cuda.can_use_flash_attention = fake
+    try:
+        yield calls
+    finally:
+        cuda.can_use_flash_attention = original
+
+
+def outcome(probe: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    try:
+        return ("value", probe(*args, **kwargs))
+    except Exception as error:  # noqa: BLE001 - compared with upstream's
+        return (type(error).__name__, str(error))
+
+
+@pytest.mark.parametrize("answer", [True, False, RuntimeError("no kernel")], ids=["yes", "no", "raises"])
+@pytest.mark.parametrize("raise_error", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_eager_answers_as_upstream(answer: bool | Exception, raise_error: bool, masked: bool) -> None:
+    query, key, value = qkv()
+    mask = torch.zeros((2, 2, 5, 5)) if masked else None
+    reference = upstream.original(nn._can_use_flash_attention)
+    with torch_answers(answer) as ours:
+        got = outcome(nn._can_use_flash_attention, query, key, value, mask, False, raise_error=raise_error)
+    with torch_answers(answer) as theirs:
+        expected = outcome(reference, query, key, value, mask, False, raise_error=raise_error)
+    assert got == expected
+    assert ours == theirs and ours, "the probe must be consulted as upstream consults it"
+
+
+def test_eager_attention_takes_the_flash_branch_when_torch_says_it_can() -> None:
+    """With torch's answer True, eager `dot_product_attention` asks for the flash kernel, as
+    upstream does (this CPU has none: both raise the same error, or both compute)."""
+    query, key, value = (t.transpose(1, 2) for t in qkv(1))
+    with torch_answers(True):
+        got = outcome(nn.dot_product_attention, query, key, value)
+        with upstream.upstream(nn, "_can_use_flash_attention"):
+            expected = outcome(nn.dot_product_attention, query, key, value)
+    assert got[0] == expected[0]
+    if got[0] == "value":
+        assert torch.equal(got[1], expected[1])
+    else:
+        assert got == expected
+
+
+def attention(query: Any, key: Any, value: Any) -> Any:
+    return keras.ops.dot_product_attention(query, key, value)
+
+
+def test_compiled_attention_has_no_graph_break_and_equals_eager() -> None:
+    query, key, value = (t.transpose(1, 2) for t in qkv(2))
+    eager = attention(query, key, value)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(attention)(query, key, value)
+    assert explained.graph_break_count == 0, [b.reason for b in explained.break_reasons]
+    torch._dynamo.reset()
+    compiled = torch.compile(attention, fullgraph=True, backend="eager")(query, key, value)
+    torch.testing.assert_close(compiled, eager)  # float32: rtol 1.3e-6, atol 1e-5, as torch's tests
+    with upstream.upstream(nn, "_can_use_flash_attention"):
+        torch._dynamo.reset()
+        upstream_explained = torch._dynamo.explain(attention)(query, key, value)
+    assert upstream_explained.graph_break_count >= 1, "upstream breaks at the probe (what the patch removes)"
+    torch._dynamo.reset()
+
+
+def test_an_explicit_flash_request_still_raises_while_compiling() -> None:
+    """`flash_attention=True` probes with `raise_error=True`: on inputs flash attention cannot run
+    (any on this CPU), compiled or not, the error is upstream's."""
+    query, key, value = (t.transpose(1, 2) for t in qkv(3))
+
+    def forced(q: Any, k: Any, v: Any) -> Any:
+        return keras.ops.dot_product_attention(q, k, v, flash_attention=True)
+
+    with torch_answers(False):
+        torch._dynamo.reset()
+        got = outcome(torch.compile(forced, backend="eager"), query, key, value)
+        with upstream.upstream(nn, "_can_use_flash_attention"):
+            torch._dynamo.reset()
+            expected = outcome(torch.compile(forced, backend="eager"), query, key, value)
+    torch._dynamo.reset()
+    assert got == expected
+    assert got[0] == "RuntimeError", got

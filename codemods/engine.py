@@ -610,10 +610,10 @@ class Prepend(Edit):
 
     def __init__(self, scope: str, piece: str, label: str | None = None, description: str | None = None,
                  blank_lines: int = 0, *, path: str | None = None, reported: bool = True,
-                 keep_comments: bool = False) -> None:
+                 keep_comments: bool = False, rebinds: tuple[str, ...] = ()) -> None:
         super().__init__(Anchor(scope, "", description=description or f"first statement of {scope}", path=path,
                                 reported=reported, name=f"{scope}: first statement"), piece, label,
-                         blank_lines=blank_lines, keep_comments=keep_comments)
+                         blank_lines=blank_lines, keep_comments=keep_comments, rebinds=rebinds)
 
     @property
     def name(self) -> str:

@@ -60,6 +60,7 @@ SERIES_PACKAGES = (
     "codemods.loss_wrapper_tensor_fast_path",
     "codemods.torch_array_batch_fast_path",
     "codemods.torch_flash_probe_compile_skip",
+    "codemods.torch_moments_axes_tuple",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -327,7 +327,8 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- --backend jax` (or tensorflow, numpy); `-- --cases dense,generate
     --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
     series without each patch the fork applies, built here with `forkgen build
-    --without-patch`: long) and the other options of tests/bench/run.py. Writes
+    --without-patch`: long), `-- --compile` (torch.compile on the bench models, upstream and the fork
+    side by side: tests/bench/compile_run.py) and the other options of tests/bench/run.py. Writes
     patched_keras/bench/results.json and ratios.png; exits 1 when the fork is slower than
     upstream beyond two standard errors in any case.
     """

@@ -815,6 +815,13 @@ def main() -> int:
     parser.add_argument("--ablation", action="store_true",
                         help="also build the series without each patch the fork applies, and time those wheels "
                              "(one environment and one more timing per patch and case: long)")
+    parser.add_argument("--compile", action="store_true",
+                        help="instead of the timings: torch.compile on the bench models, upstream and the fork side "
+                             "by side (graphs, breaks and their reasons, fullgraph, recompiles, inductor timings; "
+                             "torch backend; tests/bench/compile_run.py)")
+    parser.add_argument("--compile-models", default=None,
+                        help="with --compile: comma-separated models (default: mlp,transformer,kv_decoder,convnet)")
+    parser.add_argument("--no-timing", action="store_true", help="with --compile: skip the inductor timings")
     parser.add_argument("--ablation-cases", default=None,
                         help="comma-separated cases the ablation times (default: the model-level ones among --cases)")
     args = parser.parse_args()
@@ -823,6 +830,22 @@ def main() -> int:
         return 0
     if args.wheel is None or args.upstream is None:
         parser.error("--wheel and --upstream are required (unless --render)")
+    if args.compile:
+        if args.backend != "torch":
+            parser.error("--compile: torch.compile is the torch backend's")
+        if not args.wheel.is_file():
+            parser.error(f"no wheel at {args.wheel}")
+        import compile_run
+
+        distribution = args.upstream.split("==", 1)[0]
+        compile_envs = {
+            "upstream": environment("upstream", args.backend,
+                                    [args.upstream, "--only-binary", distribution, *args.requirement, "pyperf"]),
+            "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *args.requirement, "pyperf"]),
+        }
+        return compile_run.main(compile_envs, python, args.compile_models, args.no_timing, OUT / "compile.json")
+    if args.compile_models or args.no_timing:
+        parser.error("--compile-models and --no-timing go with --compile")
     unsupported = UNSUPPORTED.get(args.backend, set())
     if args.cases is None:
         cases = [c for c in CASES if c not in unsupported]

@@ -1,0 +1,115 @@
+"""tests/bench/compile_run.py (`nox -s bench -- --compile`) without compiling anything: the table
+and the break reasons it prints from two builds' reports, and its exit code; and
+tests/bench/compile.py's frame choice for a break reason."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"forkgen_bench_{name}", ROOT / "tests" / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def report() -> ModuleType:
+    return load("compile_run")
+
+
+def entry(model: str, workload: str, graphs: int, reasons: list[tuple[str, str, int]], *,
+          fullgraph: str = "ok", timing: dict[str, float] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "model": model, "workload": workload, "batch": 4,
+        "explain": {"graphs": graphs, "breaks": graphs - 1,
+                    "reasons": [{"reason": r, "where": w, "count": n} for r, w, n in reasons]},
+        "fullgraph": fullgraph, "recompiles": [graphs, 1, 0],
+    }
+    if timing is not None:
+        result["timing"] = timing
+    return result
+
+
+def two_builds() -> dict[str, dict[str, Any]]:
+    probe = ("Attempted to call function marked as skipped", "keras/src/backend/torch/nn.py:1477 (_can_use_flash_attention)")
+    return {
+        "upstream": {"keras": "3.15.1", "torch": "2.13.0", "workloads": [
+            entry("mlp", "forward", 1, [], timing={"compile_s": 12.0, "eager_us": 300.0, "compiled_us": 150.0,
+                                                  "compiled_over_eager": 0.5}),
+            entry("transformer", "forward", 11, [(*probe, 3)], fullgraph="Unsupported: Attempted to call function"),
+        ]},
+        "fork": {"keras": "3.15.1+fast.x", "torch": "2.13.0", "workloads": [
+            entry("mlp", "forward", 1, [], timing={"compile_s": 11.0, "eager_us": 200.0, "compiled_us": 140.0,
+                                                  "compiled_over_eager": 0.7}),
+            entry("transformer", "forward", 1, []),
+        ]},
+    }
+
+
+def test_the_table_has_a_row_per_workload_and_build_with_its_figures(report: ModuleType) -> None:
+    lines = report.table(two_builds()).splitlines()
+    assert len(lines) == 2 + 4
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:3]): line for line in lines[2:]}
+    assert set(rows) == {(m, "forward", b) for m in ("mlp", "transformer") for b in ("upstream", "fork")}
+    upstream_transformer = [c.strip() for c in rows[("transformer", "forward", "upstream")].strip("|").split("|")]
+    assert upstream_transformer[3:7] == ["11", "10", "fails", "1/0"]
+    assert upstream_transformer[7:] == ["-", "-", "-"]
+    fork_mlp = [c.strip() for c in rows[("mlp", "forward", "fork")].strip("|").split("|")]
+    assert fork_mlp[3:] == ["1", "0", "ok", "1/0", "11.0", "200 -> 140", "0.70"]
+
+
+def test_the_reasons_name_the_build_the_workload_and_the_keras_frame(report: ModuleType) -> None:
+    text = report.reasons(two_builds())
+    assert "- upstream, transformer forward: 3x Attempted to call function marked as skipped " \
+           "(at keras/src/backend/torch/nn.py:1477 (_can_use_flash_attention))" in text
+    assert "- upstream, transformer forward: fullgraph=True: Unsupported" in text
+    assert "fork," not in text
+    clean = two_builds()
+    clean["upstream"] = clean["fork"]
+    assert report.reasons(clean) == "none"
+
+
+def test_a_workload_that_cannot_run_in_the_fork_fails_the_report(report: ModuleType, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    builds = two_builds()
+    outputs = iter([builds["upstream"], builds["fork"]])
+
+    def fake_run(command: list[str], **kwargs: Any) -> types.SimpleNamespace:
+        return types.SimpleNamespace(returncode=0, stdout=json.dumps(next(outputs)) + "\n", stderr="compile: mlp forward\n")
+
+    monkeypatch.setattr("subprocess.run", fake_run)
+    envs = {"upstream": tmp_path / "u", "fork": tmp_path / "f"}
+    out = tmp_path / "compile.json"
+    assert report.main(envs, lambda env: sys.executable, None, True, out) == 0
+    assert json.loads(out.read_text())["fork"]["keras"] == "3.15.1+fast.x"
+    assert "| transformer | forward | fork | 1 | 0 | ok |" in capsys.readouterr().out
+
+    builds["fork"]["workloads"].append({"model": "convnet", "workload": "forward", "batch": 8, "error": "boom"})
+    outputs = iter([builds["upstream"], builds["fork"]])
+    assert report.main(envs, lambda env: sys.executable, None, True, out) == 1
+
+
+def test_a_break_is_placed_at_its_innermost_keras_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "bench"))
+    compile_module = load("compile")
+    frame = types.SimpleNamespace
+    stack = [frame(filename="/v/site-packages/keras/src/layers/layer.py", lineno=10, name="__call__"),
+             frame(filename="/v/site-packages/keras/src/backend/torch/nn.py", lineno=1477, name="_probe"),
+             frame(filename="/v/site-packages/torch/_dynamo/polyfills/__init__.py", lineno=505, name="new")]
+    assert compile_module.keras_frame(stack) == "keras/src/backend/torch/nn.py:1477 (_probe)"
+    assert compile_module.keras_frame(stack[2:]) == "torch/_dynamo/polyfills/__init__.py:505 (new)"
+    assert compile_module.keras_frame([]) == ""

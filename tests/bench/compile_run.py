@@ -13,7 +13,9 @@ could not run at all in the fork.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -77,8 +79,6 @@ def reasons(reports: dict[str, dict[str, Any]]) -> str:
 
 def main(envs: dict[str, Path], python: Any, models: str | None, no_timing: bool, out: Path) -> int:
     """`envs`: the upstream and fork environments; `python(env)` their interpreter."""
-    import subprocess
-
     command = [str(HERE / "compile.py")]
     if models:
         command += ["--models", models]
@@ -88,15 +88,22 @@ def main(envs: dict[str, Path], python: Any, models: str | None, no_timing: bool
     started = time.perf_counter()
     for build in BUILDS:
         print(f"bench: torch.compile report in the {build} environment (several minutes)", file=sys.stderr, flush=True)
-        result = subprocess.run([python(envs[build]), *command], capture_output=True, text=True, cwd=HERE)
-        for line in result.stderr.splitlines():
-            if line.startswith("compile: "):
-                print(f"bench: {build}: {line[len('compile: '):]}", file=sys.stderr)
-        if result.returncode != 0:
-            tail = "\n".join(result.stderr.strip().splitlines()[-15:])
-            raise SystemExit(f"error: tests/bench/compile.py failed in the {build} environment "
-                             f"(exit {result.returncode}):\n{tail}")
-        reports[build] = json.loads(result.stdout.strip().splitlines()[-1])
+        with tempfile.TemporaryFile("w+") as stdout:
+            process = subprocess.Popen([python(envs[build]), *command], stdout=stdout, stderr=subprocess.PIPE,
+                                       text=True, cwd=HERE)
+            assert process.stderr is not None
+            said: list[str] = []
+            for line in process.stderr:  # progress as it comes: one line per workload
+                said.append(line)
+                if line.startswith("compile: "):
+                    print(f"bench: {build}: {line[len('compile: '):].rstrip()}", file=sys.stderr, flush=True)
+            code = process.wait()
+            stdout.seek(0)
+            text = stdout.read()
+        if code != 0:
+            tail = "".join(said[-15:])
+            raise SystemExit(f"error: tests/bench/compile.py failed in the {build} environment (exit {code}):\n{tail}")
+        reports[build] = json.loads(text.strip().splitlines()[-1])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(reports, indent=2) + "\n", encoding="utf-8")
     print(f"torch.compile on the bench models: Keras {reports['upstream']['keras']} (upstream) and "

@@ -88,15 +88,24 @@ def test_a_workload_that_cannot_run_in_the_fork_fails_the_report(report: ModuleT
     builds = two_builds()
     outputs = iter([builds["upstream"], builds["fork"]])
 
-    def fake_run(command: list[str], **kwargs: Any) -> types.SimpleNamespace:
-        return types.SimpleNamespace(returncode=0, stdout=json.dumps(next(outputs)) + "\n", stderr="compile: mlp forward\n")
+    class FakeProcess:
+        """What `subprocess.Popen` gives: the report on the stdout file it was handed."""
 
-    monkeypatch.setattr("subprocess.run", fake_run)
+        def __init__(self, command: list[str], stdout: Any, **kwargs: Any) -> None:
+            stdout.write(json.dumps(next(outputs)) + "\n")
+            self.stderr = iter(["compile: mlp forward\n", "a warning\n"])
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr("subprocess.Popen", FakeProcess)
     envs = {"upstream": tmp_path / "u", "fork": tmp_path / "f"}
     out = tmp_path / "compile.json"
     assert report.main(envs, lambda env: sys.executable, None, True, out) == 0
     assert json.loads(out.read_text())["fork"]["keras"] == "3.15.1+fast.x"
-    assert "| transformer | forward | fork | 1 | 0 | ok |" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "| transformer | forward | fork | 1 | 0 | ok |" in printed.out
+    assert "bench: fork: mlp forward" in printed.err and "a warning" not in printed.err
 
     builds["fork"]["workloads"].append({"model": "convnet", "workload": "forward", "batch": 8, "error": "boom"})
     outputs = iter([builds["upstream"], builds["fork"]])

@@ -101,15 +101,18 @@ def test_a_workload_that_cannot_run_in_the_fork_fails_the_report(report: ModuleT
     monkeypatch.setattr("subprocess.Popen", FakeProcess)
     envs = {"upstream": tmp_path / "u", "fork": tmp_path / "f"}
     out = tmp_path / "compile.json"
-    assert report.main(envs, lambda env: sys.executable, None, True, out) == 0
+    docs = tmp_path / "compile-results.md"
+    assert report.main(envs, lambda env: sys.executable, None, True, out, docs) == 0
     assert json.loads(out.read_text())["fork"]["keras"] == "3.15.1+fast.x"
+    page = docs.read_text()
+    assert page.startswith("# torch.compile") and report.table(two_builds()) in page and report.reasons(two_builds()) in page
     printed = capsys.readouterr()
     assert "| transformer | forward | fork | 1 | 0 | ok |" in printed.out
     assert "bench: fork: mlp forward" in printed.err and "a warning" not in printed.err
 
     builds["fork"]["workloads"].append({"model": "convnet", "workload": "forward", "batch": 8, "error": "boom"})
     outputs = iter([builds["upstream"], builds["fork"]])
-    assert report.main(envs, lambda env: sys.executable, None, True, out) == 1
+    assert report.main(envs, lambda env: sys.executable, None, True, out, docs) == 1
 
 
 def test_a_break_is_placed_at_its_innermost_keras_frame(monkeypatch: pytest.MonkeyPatch) -> None:

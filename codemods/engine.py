@@ -11,7 +11,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
       InsertAfter(anchor, piece)    ... right after it
       Prepend(scope, piece)         ... first in the body of function `scope` (after a docstring;
                                     optionally `path=` another file, `reported=False`,
-                                    `description` for reports, `blank_lines` below the piece)
+                                    `description` for reports, `blank_lines` below the piece,
+                                    `rebinds` for a parameter the piece reassigns)
       Replace(anchor, piece)        the piece instead of the anchor statement (`UPSTREAM` in the
                                     piece, if any, keeps the anchor there)
       ReplaceExpression(anchor, piece)  the piece's expression instead of the anchor expression

@@ -158,7 +158,6 @@ def workloads(model_name: str) -> list[tuple[str, Callable[..., Any], Callable[[
                 ("train step", train(model), lambda n: tensors(img(n), lab(n)))]
     if model_name == "kv_decoder":
         model = cases.kv_decoder()
-        batch, _ = cases.kv_training_batch()
         seq = cases.KV_SEQUENCE
 
         def sequence(n: int) -> tuple[Any, ...]:
@@ -184,7 +183,6 @@ def workloads(model_name: str) -> list[tuple[str, Callable[..., Any], Callable[[
         def train_step(tokens: Any, mask: Any, labels: Any) -> Any:
             return model.train_step(({"token_ids": tokens, "padding_mask": mask}, labels))
 
-        del batch
         return [("forward", forward, sequence), ("decode step", decode, decode_args),
                 ("train step", train_step, sequence)]
     raise ValueError(f"unknown model {model_name!r}")

@@ -830,21 +830,9 @@ def main() -> int:
         return 0
     if args.wheel is None or args.upstream is None:
         parser.error("--wheel and --upstream are required (unless --render)")
-    if args.compile:
-        if args.backend != "torch":
-            parser.error("--compile: torch.compile is the torch backend's")
-        if not args.wheel.is_file():
-            parser.error(f"no wheel at {args.wheel}")
-        import compile_run
-
-        distribution = args.upstream.split("==", 1)[0]
-        compile_envs = {
-            "upstream": environment("upstream", args.backend,
-                                    [args.upstream, "--only-binary", distribution, *args.requirement, "pyperf"]),
-            "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *args.requirement, "pyperf"]),
-        }
-        return compile_run.main(compile_envs, python, args.compile_models, args.no_timing, OUT / "compile.json")
-    if args.compile_models or args.no_timing:
+    if args.compile and args.backend != "torch":
+        parser.error("--compile: torch.compile is the torch backend's")
+    if not args.compile and (args.compile_models or args.no_timing):
         parser.error("--compile-models and --no-timing go with --compile")
     unsupported = UNSUPPORTED.get(args.backend, set())
     if args.cases is None:
@@ -877,7 +865,14 @@ def main() -> int:
         parser.error(f"no wheel at {args.wheel}")
     fork_version = args.wheel.name.split("-")[1]
     base = [*args.requirement, "pyperf"]
-    envs = {"upstream": environment("upstream", args.backend, [args.upstream, "--only-binary", distribution, *base]),
+    upstream_requirements = [args.upstream, "--only-binary", distribution, *base]
+    if args.compile:
+        import compile_run
+
+        return compile_run.main({"upstream": environment("upstream", args.backend, upstream_requirements),
+                                 "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])},
+                                python, args.compile_models, args.no_timing, OUT / "compile.json")
+    envs = {"upstream": environment("upstream", args.backend, upstream_requirements),
             "nightly": environment("nightly", args.backend,
                                    [args.nightly, "--only-binary", nightly_distribution, *base], replaces=distribution),
             "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])}

@@ -61,6 +61,7 @@ SERIES_PACKAGES = (
     "codemods.torch_array_batch_fast_path",
     "codemods.torch_flash_probe_compile_skip",
     "codemods.torch_moments_axes_tuple",
+    "codemods.torch_train_step_traced_gradients",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

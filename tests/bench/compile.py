@@ -5,7 +5,9 @@ or the fork): what dynamo makes of each workload, and what compiling buys.
     python compile.py --models mlp,kv_decoder --no-timing
 
 For each workload (a model's forward; the KV-cached decoder's forward, one decode step and
-train step; every model's `train_step`, as `model.compile(jit_compile=True)` compiles it):
+train step; every model's train step as `model.compile(jit_compile=True)` builds it: the
+function Keras's `make_train_function` hands `torch.compile`, compiled here by each measurement
+and called through whatever Keras builds around the compiled step, `keras_train_step`):
 
 - `torch._dynamo.explain` (backend "eager"): graphs, graph breaks and their reasons, each
   with the innermost Keras frame it was raised in;
@@ -54,11 +56,24 @@ def keras_frame(stack: Any) -> str:
     return f"{chosen.filename.split('site-packages/')[-1]}:{chosen.lineno} ({chosen.name})"
 
 
-def explain(fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+#: How a workload's compiled function is called: as it is (a forward), or through what Keras
+#: builds around its compiled train step (`keras_train_step`).
+Outer = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+#: (name, function, arguments for a batch size, how its compiled function is called).
+Workload = tuple[str, Callable[..., Any], Callable[[int], tuple[Any, ...]], Outer]
+
+
+def as_is(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    return compiled
+
+
+def explain(fn: Callable[..., Any], *args: Any, outer: Outer = as_is) -> dict[str, Any]:
     import torch._dynamo as dynamo
 
     dynamo.reset()
-    result = dynamo.explain(fn)(*args)
+    result = outer(dynamo.explain(fn))(*args)
     reasons: collections.Counter[tuple[str, str]] = collections.Counter()
     for entry in result.break_reasons:
         lines = entry.reason.strip().splitlines()
@@ -67,19 +82,19 @@ def explain(fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
             "reasons": [{"reason": r, "where": w, "count": n} for (r, w), n in reasons.most_common()]}
 
 
-def fullgraph(fn: Callable[..., Any], *args: Any) -> str:
+def fullgraph(fn: Callable[..., Any], *args: Any, outer: Outer = as_is) -> str:
     import torch
     import torch._dynamo as dynamo
 
     dynamo.reset()
     try:
-        torch.compile(fn, fullgraph=True, backend="eager")(*args)
+        outer(torch.compile(fn, fullgraph=True, backend="eager"))(*args)
     except Exception as error:  # noqa: BLE001 - reported, not raised
         return first_line(error)
     return "ok"
 
 
-def recompiles(fn: Callable[..., Any], *sizes: tuple[Any, ...]) -> list[int]:
+def recompiles(fn: Callable[..., Any], *sizes: tuple[Any, ...], outer: Outer = as_is) -> list[int]:
     """Graphs compiled for each argument tuple in turn (the first: the initial compile)."""
     import torch
     import torch._dynamo as dynamo
@@ -91,7 +106,7 @@ def recompiles(fn: Callable[..., Any], *sizes: tuple[Any, ...]) -> list[int]:
         compiled_graphs[0] += 1
         return graph.forward
 
-    compiled = torch.compile(fn, backend=counting)
+    compiled = outer(torch.compile(fn, backend=counting))
     counts = []
     for args in sizes:
         before = compiled_graphs[0]
@@ -100,12 +115,13 @@ def recompiles(fn: Callable[..., Any], *sizes: tuple[Any, ...]) -> list[int]:
     return counts
 
 
-def timing(fn: Callable[..., Any], args: tuple[Any, ...], rounds: int, calls: int) -> dict[str, float]:
+def timing(fn: Callable[..., Any], args: tuple[Any, ...], rounds: int, calls: int,
+           outer: Outer = as_is) -> dict[str, float]:
     import torch
     import torch._dynamo as dynamo
 
     dynamo.reset()
-    compiled = torch.compile(fn)
+    compiled = outer(torch.compile(fn))
     started = time.perf_counter()
     compiled(*args)
     compile_seconds = time.perf_counter() - started
@@ -122,8 +138,44 @@ def timing(fn: Callable[..., Any], args: tuple[Any, ...], rounds: int, calls: in
             "compiled_over_eager": fast / eager}
 
 
-def workloads(model_name: str) -> list[tuple[str, Callable[..., Any], Callable[[int], tuple[Any, ...]]]]:
-    """(name, function, arguments for a batch size) for each workload of `model_name`."""
+def keras_train_step(model: Any, batch: Callable[..., Any]) -> tuple[Callable[..., Any], Outer]:
+    """`model`'s train step as `model.compile(jit_compile=True)` builds it, its `torch.compile`
+    call left to the caller: `(step, outer)`, where `step(*args)` is the function Keras hands
+    `torch.compile` run on `batch(*args)` (the train step itself, eager), and `outer(compiled)`
+    calls whatever Keras builds around the compiled step (the fork: a dynamo option for its
+    calls) with `compiled` in its place."""
+    import torch
+
+    made: dict[str, Callable[..., Any]] = {}
+
+    def compile_later(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        made["function"] = function
+        return lambda *a, **k: made["compiled"](*a, **k)
+
+    model.jit_compile, model.run_eagerly = True, False
+    real, torch.compile = torch.compile, compile_later
+    try:
+        model.make_train_function(force=True)
+    finally:
+        torch.compile = real
+    keras_function, one_step = model.train_function, made["function"]
+
+    def step(*args: Any) -> Any:
+        return one_step([batch(*args)])
+
+    def outer(compiled: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            made["compiled"] = lambda data: compiled(*args)
+            return keras_function([batch(*args)])
+
+        return run
+
+    return step, outer
+
+
+def workloads(model_name: str) -> list[Workload]:
+    """(name, function, arguments for a batch size, how its compiled function is called) for each
+    workload of `model_name`."""
     import keras
     import numpy as np
     from keras import ops
@@ -133,29 +185,31 @@ def workloads(model_name: str) -> list[tuple[str, Callable[..., Any], Callable[[
     def tensors(*arrays: Any) -> tuple[Any, ...]:
         return tuple(ops.convert_to_tensor(a) for a in arrays)
 
-    def train(model: Any) -> Callable[..., Any]:
-        return lambda x, y: model.train_step((x, y))
+    def train(model: Any, arguments: Callable[[int], tuple[Any, ...]],
+              batch: Callable[..., Any] = lambda x, y: (x, y)) -> Workload:
+        step, outer = keras_train_step(model, batch)
+        return ("train step", step, arguments, outer)
 
     if model_name == "mlp":
         model = cases.mlp()
         model.compile(optimizer="adam", loss="mse", run_eagerly=True, jit_compile=False)
         x = lambda n: rng.standard_normal((n, 32)).astype("float32")  # noqa: E731
         y = lambda n: rng.standard_normal((n, 10)).astype("float32")  # noqa: E731
-        return [("forward", lambda t: model(t, training=False), lambda n: tensors(x(n))),
-                ("train step", train(model), lambda n: tensors(x(n), y(n)))]
+        return [("forward", lambda t: model(t, training=False), lambda n: tensors(x(n)), as_is),
+                train(model, lambda n: tensors(x(n), y(n)))]
     if model_name == "transformer":
         model = cases.transformer()
         tok = lambda n: rng.integers(0, cases.VOCAB, (n, cases.SEQUENCE)).astype("int32")  # noqa: E731
-        return [("forward", lambda t: model(t, training=False), lambda n: tensors(tok(n))),
-                ("train step", train(model), lambda n: tensors(tok(n), tok(n)))]
+        return [("forward", lambda t: model(t, training=False), lambda n: tensors(tok(n)), as_is),
+                train(model, lambda n: tensors(tok(n), tok(n)))]
     if model_name == "convnet":
         model = cases.convnet()
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       run_eagerly=True, jit_compile=False)
         img = lambda n: rng.standard_normal((n, cases.CONV_SIZE, cases.CONV_SIZE, 3)).astype("float32")  # noqa: E731
         lab = lambda n: rng.integers(0, 10, (n,)).astype("int32")  # noqa: E731
-        return [("forward", lambda t: model(t, training=False), lambda n: tensors(img(n))),
-                ("train step", train(model), lambda n: tensors(img(n), lab(n)))]
+        return [("forward", lambda t: model(t, training=False), lambda n: tensors(img(n)), as_is),
+                train(model, lambda n: tensors(img(n), lab(n)))]
     if model_name == "kv_decoder":
         model = cases.kv_decoder()
         seq = cases.KV_SEQUENCE
@@ -180,11 +234,11 @@ def workloads(model_name: str) -> list[tuple[str, Callable[..., Any], Callable[[
             return model({"token_ids": token, "padding_mask": mask}, cache=cache,
                          cache_update_index=cases.LM_PROMPT, training=False)
 
-        def train_step(tokens: Any, mask: Any, labels: Any) -> Any:
-            return model.train_step(({"token_ids": tokens, "padding_mask": mask}, labels))
+        def batch(tokens: Any, mask: Any, labels: Any) -> Any:
+            return ({"token_ids": tokens, "padding_mask": mask}, labels)
 
-        return [("forward", forward, sequence), ("decode step", decode, decode_args),
-                ("train step", train_step, sequence)]
+        return [("forward", forward, sequence, as_is), ("decode step", decode, decode_args, as_is),
+                train(model, sequence, batch)]
     raise ValueError(f"unknown model {model_name!r}")
 
 
@@ -204,18 +258,18 @@ def main() -> int:
     report: dict[str, Any] = {"keras": keras.__version__, "torch": torch.__version__, "workloads": []}
     for model_name in args.models.split(","):
         keras.utils.set_random_seed(0)
-        for name, fn, arguments in workloads(model_name):
+        for name, fn, arguments, outer in workloads(model_name):
             n = batch[model_name]
             entry: dict[str, Any] = {"model": model_name, "workload": name, "batch": n}
             print(f"compile: {model_name} {name}", file=sys.stderr, flush=True)
             try:
                 first = arguments(n)
                 fn(*first)  # built and warm, eagerly
-                entry["explain"] = explain(fn, *first)
-                entry["fullgraph"] = fullgraph(fn, *first)
-                entry["recompiles"] = recompiles(fn, first, arguments(n + 1), arguments(n + 2))
+                entry["explain"] = explain(fn, *first, outer=outer)
+                entry["fullgraph"] = fullgraph(fn, *first, outer=outer)
+                entry["recompiles"] = recompiles(fn, first, arguments(n + 1), arguments(n + 2), outer=outer)
                 if not args.no_timing:
-                    entry["timing"] = timing(fn, first, args.rounds, args.calls)
+                    entry["timing"] = timing(fn, first, args.rounds, args.calls, outer=outer)
             except Exception as error:  # noqa: BLE001 - one workload's failure is reported, the rest run
                 entry["error"] = first_line(error)
                 entry["traceback"] = traceback.format_exc(limit=-8)

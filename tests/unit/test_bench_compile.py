@@ -125,3 +125,60 @@ def test_a_break_is_placed_at_its_innermost_keras_frame(monkeypatch: pytest.Monk
     assert compile_module.keras_frame(stack) == "keras/src/backend/torch/nn.py:1477 (_probe)"
     assert compile_module.keras_frame(stack[2:]) == "torch/_dynamo/polyfills/__init__.py:505 (new)"
     assert compile_module.keras_frame([]) == ""
+
+
+class StandInTrainer:
+    """Builds its train function as Keras's torch trainer does: `torch.compile` of a one-step
+    function, wrapped in `around` (what a build puts around the compiled step), or not compiled."""
+
+    def __init__(self, torch: Any, around: Any) -> None:
+        self.torch, self.around = torch, around
+        self.jit_compile, self.run_eagerly, self.train_function = False, True, None
+        self.steps: list[Any] = []
+
+    def train_step(self, data: Any) -> Any:
+        self.steps.append(data)
+        return {"loss": len(self.steps)}
+
+    def make_train_function(self, force: bool = False) -> None:
+        def one_step_on_data(data: Any) -> Any:
+            return self.train_step(data[0])
+
+        if self.jit_compile and not self.run_eagerly:
+            self.train_function = self.around(self.torch.compile(one_step_on_data))
+        else:
+            self.train_function = one_step_on_data
+
+
+def test_the_train_step_is_compiled_by_the_caller_and_called_through_keras_s_wrapper(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "bench"))
+    compile_module = load("compile")
+    def never(function: Any) -> Any:
+        pytest.fail("the build's own torch.compile ran")
+
+    torch = types.SimpleNamespace(compile=never)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    wrapped: list[str] = []
+
+    def around(compiled: Any) -> Any:
+        def keras_wrapper(data: Any) -> Any:
+            wrapped.append("in")
+            return compiled(data)
+
+        return keras_wrapper
+
+    model = StandInTrainer(torch, around)
+    step, outer = compile_module.keras_train_step(model, lambda x, y: (x, y))
+    assert (model.jit_compile, model.run_eagerly) == (True, False)
+    assert torch.compile is never  # put back
+
+    assert step(1, 2) == {"loss": 1} and model.steps == [(1, 2)] and wrapped == []  # eager: the step alone
+    compiled_calls: list[tuple[Any, ...]] = []
+
+    def compiled(*args: Any) -> Any:
+        compiled_calls.append(args)
+        return step(*args)
+
+    assert outer(compiled)(3, 4) == {"loss": 2}
+    assert wrapped == ["in"] and compiled_calls == [(3, 4)] and model.steps[-1] == (3, 4)

@@ -1,0 +1,108 @@
+"""What `torch-train-step-traced-gradients` makes of torch trainer modules shaped like Keras's (run
+by tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
+catch, and the synthetic trainer.py of the series' synthetic tree (the one of
+`torch-trainer-batch-size`'s tests, tests/support/synthetic_torch_trainer_batch_size.py, with the
+gradient statements and a `make_train_function` shaped like Keras 3.0-3.15's: written for these
+tests, only the anchored statements follow Keras)."""
+
+from codemods.patchlib import Case, Mutant, piece_text
+from tests.support import synthetic_torch_trainer_batch_size as batch_size
+
+TRAINER_PY = "keras/src/backend/torch/trainer.py"
+HEAD = '''\
+import torch
+
+
+class TorchTrainer(base_trainer.Trainer):
+    def train_step(self, data):
+        x, y = data
+        loss = self._compute_loss(x=x, y=y, y_pred=self(x, training=True))
+        if self.trainable_weights:
+'''
+GRADIENTS = '''\
+            loss.backward()
+
+            trainable_weights = self.trainable_weights[:]
+            gradients = [v.value.grad for v in trainable_weights]
+'''
+STEP_END = '''\
+
+            with torch.no_grad():
+                self.optimizer.apply(gradients, trainable_weights)
+        return self.compute_metrics(x, y)
+
+    def make_train_function(self, force=False):
+        def one_step_on_data(data):
+            return self.train_step(data[0])
+
+        if self._should_torch_compile():
+            self.train_function = torch.compile(one_step_on_data)
+'''
+TAIL = '''\
+        else:
+            self.train_function = one_step_on_data
+'''
+BEFORE = HEAD + GRADIENTS + STEP_END + TAIL
+OURS = piece_text(__file__, "traced_gradients", " " * 12).replace(" " * 16 + "UPSTREAM\n", "")
+AFTER = (HEAD + OURS + "".join("    " + line if line.strip() else line for line in GRADIENTS.splitlines(True))
+         + STEP_END + piece_text(__file__, "trace_gradients", " " * 12) + TAIL
+         + "\n\n" + piece_text(__file__, "helpers"))
+#: keras-nightly 3.16.0.dev2026102704's words: class `Trainer`, autograd.grad while jit_compile is on.
+NIGHTLY = BEFORE.replace("class TorchTrainer(base_trainer.Trainer):", "class Trainer(base_trainer.Trainer):").replace(
+    GRADIENTS, '''\
+            trainable_weights = self.trainable_weights[:]
+            if self.jit_compile:
+                trainable_tensors = [v.value for v in trainable_weights]
+                gradients = torch.autograd.grad(loss, trainable_tensors, allow_unused=True)
+            else:
+                loss.backward()
+                gradients = [v.value.grad for v in trainable_weights]
+''')
+
+CASES = (
+    Case("the gradients traced while compiling, the compiled step with the option", BEFORE, AFTER,
+         detail="a compiled train step traces its gradients (torch.autograd.grad)",
+         anchors=(("loss.backward() and the .grad read", 9), ("self.train_function = torch.compile(one_step_on_data)", 23))),
+    Case("keras-nightly's autograd.grad", NIGHTLY, upstream=True),
+    Case("a release that reads the gradients otherwise",
+         BEFORE.replace("[v.value.grad for v in trainable_weights]", "[v.grad for v in trainable_weights]"),
+         drift="loss.backward() and the .grad read"),
+    Case("a release that compiles another function",
+         BEFORE.replace("torch.compile(one_step_on_data)", "torch.compile(self.train_step)"),
+         drift="self.train_function = torch.compile(one_step_on_data)"),
+    Case("a module that binds a helper's name", BEFORE + "\n\ndef _forkgen_traced_gradients():\n    pass\n",
+         drift="_forkgen_traced_gradients"),
+)
+
+MUTANTS = (
+    Mutant("the gradients not set in .grad", "                value.grad = gradient", "                pass"),
+    Mutant("the option on for an overridden train_step too",
+           "    if type(self).train_step is TorchTrainer.train_step:", "    if True:"),
+    Mutant("no gradient for weights the loss does not reach",
+           "torch.autograd.grad(loss, wanted, allow_unused=True)", "torch.autograd.grad(loss, wanted)"),
+    Mutant("every weight asked for, requiring grad or not",
+           "        wanted = [t for t in values if t.requires_grad]", "        wanted = values"),
+)
+
+FILES = {
+    **batch_size.FILES,
+    TRAINER_PY: batch_size.TRAINER_PY.replace(
+        "            loss = self.optimizer.scale_loss(loss)\n",
+        "            loss = self.optimizer.scale_loss(loss)\n" + GRADIENTS
+        + "            with torch.no_grad():\n                self.optimizer.apply(gradients, trainable_weights)\n",
+        1,
+    ) + '''
+    def make_train_function(self, force=False):
+        def one_step_on_data(data):
+            return self.train_step(data[0])
+
+        if self._should_torch_compile():
+            self.train_function = torch.compile(one_step_on_data)
+        else:
+            self.train_function = one_step_on_data
+''',
+}
+#: Not a mutant: the eager step through `torch.autograd.grad` too (no `is_compiling()` test). Eagerly,
+#: autograd.grad and backward() run the same autograd graph into the same leaves, and the tests
+#: cannot tell the two (the patch keeps eager steps on upstream's statements so that they stay
+#: upstream's code, not because the values would differ).

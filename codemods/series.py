@@ -62,6 +62,7 @@ SERIES_PACKAGES = (
     "codemods.torch_flash_probe_compile_skip",
     "codemods.torch_moments_axes_tuple",
     "codemods.torch_train_step_traced_gradients",
+    "codemods.torch_compile_dynamic_batch",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -84,6 +84,21 @@ def reduce_values(values, sample_weight=None, reduction="sum_over_batch_size"):
         loss = scale_loss_for_distribution(loss)
     return loss
 """
+#: `BODY` with `torch-compile-dynamic-batch`'s divisor (a later patch of the series: a branch only
+#: dynamo's tracing takes, upstream's statement kept under it), which this patch's analysis of an
+#: already patched tree must accept.
+UPSTREAM_DIVISOR = """
+            divisor = ops.cast(
+                ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype
+            )
+"""
+BODY_COMPILED_COUNT = BODY.replace(UPSTREAM_DIVISOR, """
+            divisor = _forkgen_compiled_count(values.shape, loss.dtype)
+            if divisor is None:
+                divisor = ops.cast(
+                    ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype
+                )
+""")
 
 
 class LossMeanReductionFastPath(DeclaredPatch):
@@ -104,7 +119,8 @@ class LossMeanReductionFastPath(DeclaredPatch):
     #: The function the fast path mirrors (with the fast path in, once applied); the modules it reads.
     relies_on = (
         Anchor("", BODY.format(""), name="def reduce_values(...) (3.8.0+)", reported=False,
-               alternatives=(BODY.format("\n        if __: ___"),)),
+               alternatives=tuple(body.format(fast_path) for body in (BODY, BODY_COMPILED_COUNT)
+                                  for fast_path in ("", "\n        if __: ___"))[1:]),
         Anchor("", "from keras.src import ops", reported=False),
         Anchor("", "from keras.src import backend", reported=False),
         Anchor("", "def scale_loss_for_distribution(value): ___", reported=False),

@@ -159,6 +159,16 @@ def reduce_to_samplewise_values(values, sample_weight, reduce_fn, dtype):
     return values, sample_weight
 """
 APPLIED = "\n    if __: ___"
+#: `REDUCE_BODY` with `torch-compile-dynamic-batch`'s weight conversion (a later patch of the series:
+#: a branch only dynamo's tracing takes, upstream's statement kept in its `else`), which this
+#: patch's analysis of an already patched tree must accept.
+REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(
+    "        sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n",
+    "        if losses.loss._forkgen_compiled_int(sample_weight):\n"
+    "            sample_weight = losses.loss._forkgen_compiled_tensor(sample_weight, \"int64\", dtype)\n"
+    "        else:\n"
+    "            sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n",
+)
 
 
 class TorchMeanMetricFastPaths(DeclaredPatch):
@@ -185,7 +195,8 @@ class TorchMeanMetricFastPaths(DeclaredPatch):
         Anchor("Mean", RESULT_BODY.format(""), name="Mean.result (3.6.0+)", reported=False,
                alternatives=(RESULT_BODY.format(APPLIED),)),
         Anchor("", REDUCE_BODY.format("backend.get_keras_mask"), name="def reduce_to_samplewise_values(...) (3.6.0+)",
-               reported=False, alternatives=(REDUCE_BODY.format("get_keras_mask"),)),
+               reported=False, alternatives=tuple(body.format(mask) for body in (REDUCE_BODY, REDUCE_BODY_COMPILED_WEIGHT)
+                                                  for mask in ("backend.get_keras_mask", "get_keras_mask"))[1:]),
         Anchor("", "from keras.src import backend", reported=False),
         Anchor("", "from keras.src import losses", reported=False),
         Anchor("", "from keras.src import ops", reported=False),

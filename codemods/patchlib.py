@@ -17,6 +17,8 @@ import abc
 import ast
 import enum
 import io
+import re
+import textwrap
 import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -264,14 +266,17 @@ def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
     return tuple(getattr(module, "CASES", ())), tuple(getattr(module, "MUTANTS", ()))
 
 
-def piece_text(cases_file: str, function: str, indent: str = "") -> str:
+def piece_text(cases_file: str, function: str, indent: str = "", upstream: str | None = None) -> str:
     """The text of the piece `function` of the `inserted.py` beside `cases_file` (a `cases.py`'s
     `__file__`), for its cases' expected texts: the body of `def function(...):` (its lines
     through the last one before the next line at column 0, blank lines at its end left out),
     each line's first level of indentation replaced by `indent` (a function's or class's body:
     its indentation; a `helpers` or `module_level` piece: ""). Blank lines, and the lines a
     multi-line string continues on (a docstring's: their text is the string's), stay as they
-    are. Assumes a one-line `def` and the template's four-space indentation."""
+    are. With `upstream` (upstream's statements as a case's text has them), the piece's
+    `UPSTREAM` line becomes those statements, re-indented to where `UPSTREAM` stands (blank lines
+    stay empty): the piece as applied. Assumes a one-line `def` and the template's four-space
+    indentation."""
     text = Path(cases_file).with_name("inserted.py").read_text(encoding="utf-8")
     lines = text.splitlines(True)
     in_string: set[int] = set()  # indexes of the lines a multi-line string continues on
@@ -290,8 +295,15 @@ def piece_text(cases_file: str, function: str, indent: str = "") -> str:
     body = lines[head + 1:end]
     while body and not body[-1].strip():
         body.pop()
-    return "".join(line if i in in_string or not line.strip() else indent + line[4:]
+    text = "".join(line if i in in_string or not line.strip() else indent + line[4:]
                    for i, line in enumerate(body, head + 1))
+    if upstream is None:
+        return text
+    at = re.search(rf"^([ ]*){PLACEHOLDER}\n", text, re.MULTILINE)
+    if at is None:
+        raise ValueError(f"{function}: no `{PLACEHOLDER}` line to put upstream's statements in")
+    kept = textwrap.indent(textwrap.dedent(upstream), at.group(1))
+    return text[:at.start()] + kept + text[at.end():]
 
 
 # -- helpers for the patches' analyses ----------------------------------------------------------

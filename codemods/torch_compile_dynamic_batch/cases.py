@@ -19,18 +19,11 @@ COUNT = '''\
             )
 '''
 WEIGHT = "        sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n"
-
-
-def _kept(piece: str, upstream: str, indent: str) -> str:
-    """`piece` with its `UPSTREAM` line (at `indent`) as `upstream`, one level in."""
-    return piece.replace(indent + "UPSTREAM\n", "".join("    " + line for line in upstream.splitlines(True)))
-
-
 LOSS_BEFORE = loss_cases.BEFORE
 METRICS_BEFORE = metric_cases.BEFORE
-LOSS_AFTER = (LOSS_BEFORE.replace(COUNT, _kept(piece_text(__file__, "element_count", " " * 12), COUNT, " " * 16))
+LOSS_AFTER = (LOSS_BEFORE.replace(COUNT, piece_text(__file__, "element_count", " " * 12, upstream=COUNT))
               + "\n\n" + piece_text(__file__, "helpers"))
-METRICS_AFTER = METRICS_BEFORE.replace(WEIGHT, _kept(piece_text(__file__, "integer_weight", " " * 8), WEIGHT, " " * 12))
+METRICS_AFTER = METRICS_BEFORE.replace(WEIGHT, piece_text(__file__, "integer_weight", " " * 8, upstream=WEIGHT))
 BEFORE = {LOSS_PY: LOSS_BEFORE, METRICS_PY: METRICS_BEFORE}
 
 CASES = (

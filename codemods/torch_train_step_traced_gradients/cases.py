@@ -43,10 +43,8 @@ TAIL = '''\
             self.train_function = one_step_on_data
 '''
 BEFORE = HEAD + GRADIENTS + STEP_END + TAIL
-OURS = piece_text(__file__, "traced_gradients", " " * 12).replace(" " * 16 + "UPSTREAM\n", "")
-AFTER = (HEAD + OURS + "".join("    " + line if line.strip() else line for line in GRADIENTS.splitlines(True))
-         + STEP_END + piece_text(__file__, "trace_gradients", " " * 12) + TAIL
-         + "\n\n" + piece_text(__file__, "helpers"))
+AFTER = (HEAD + piece_text(__file__, "traced_gradients", " " * 12, upstream=GRADIENTS) + STEP_END
+         + piece_text(__file__, "trace_gradients", " " * 12) + TAIL + "\n\n" + piece_text(__file__, "helpers"))
 #: keras-nightly 3.16.0.dev2026102704's words: class `Trainer`, autograd.grad while jit_compile is on.
 NIGHTLY = BEFORE.replace("class TorchTrainer(base_trainer.Trainer):", "class Trainer(base_trainer.Trainer):").replace(
     GRADIENTS, '''\

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
@@ -74,7 +74,7 @@ class OwnStep(keras.Sequential):
         x, y, _ = data
         y_pred = self(x, training=True)
         self.zero_grad()
-        loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=None, training=True)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
         self._loss_tracker.update_state(loss, sample_weight=x.shape[0])
         loss.backward()
         trainable_weights = self.trainable_weights[:]
@@ -201,8 +201,7 @@ def test_an_overridden_train_step_keeps_upstream_s_compiled_step() -> None:
 def test_the_option_is_on_for_the_compiled_step_only() -> None:
     seen = []
     built = model(jit_compile=True)
-    with ExitStack() as stack:
-        stack.enter_context(mock.patch.object(torch, "compile", lambda function: function))
+    with mock.patch.object(torch, "compile", lambda function: function):
         built.make_train_function(force=True)
     real_step = trainer.TorchTrainer.train_step
 

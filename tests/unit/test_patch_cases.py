@@ -121,3 +121,16 @@ def test_piece_text_reindents_a_piece_but_not_its_strings(tmp_path: Path) -> Non
     cases = str(tmp_path / "cases.py")
     assert piece_text(cases, "fast", "        ") == '        # marker\n        if x:\n            return """a\n    b"""\n'
     assert piece_text(cases, "helpers") == '_a = 1\n\n\ndef _f():\n    """Doc\n    continued."""\n    return 2\n'
+
+
+def test_piece_text_puts_upstream_s_statements_where_the_piece_keeps_them(tmp_path: Path) -> None:
+    (tmp_path / "inserted.py").write_text(
+        'def kept(x):\n    if x:  # marker\n        y = 1\n    else:\n        UPSTREAM\n', encoding="utf-8")
+    cases = str(tmp_path / "cases.py")
+    upstream = "        y = f(\n            x\n        )\n\n        z = y\n"
+    assert piece_text(cases, "kept", "        ", upstream=upstream) == (
+        "        if x:  # marker\n            y = 1\n        else:\n"
+        "            y = f(\n                x\n            )\n\n            z = y\n")
+    (tmp_path / "inserted.py").write_text("def kept(x):\n    y = 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no `UPSTREAM` line"):
+        piece_text(cases, "kept", upstream=upstream)

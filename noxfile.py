@@ -322,8 +322,8 @@ def bench(session: nox.Session) -> None:
     CallSpec counts, the issue's targets, a chart; on torch also each case's plain-PyTorch
     twin (tests/bench/twins.py) in the fork's environment, for fork / plain torch.
 
-    Not part of `nox` (with the defaults, about twice the 9-16 minutes measured before the loop
-    cases and the plain-PyTorch twins: an estimate). torch by default;
+    Not part of `nox` (with the defaults, 23 minutes on a quiet 2-core machine with the
+    environments there). torch by default;
     `nox -s bench -- --backend jax` (or tensorflow, numpy); `-- --cases dense,generate
     --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
     series without each patch the fork applies, built here with `forkgen build

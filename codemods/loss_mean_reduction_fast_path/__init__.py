@@ -54,8 +54,9 @@ without `scale_loss_for_distribution` (3.7). No switch: the fast path keeps no s
 
 from __future__ import annotations
 
+from codemods import torch_compile_dynamic_batch as dynamic_batch
 from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertBefore
-from codemods.patchlib import Headers
+from codemods.patchlib import Headers, piece_text
 
 LOSS_PY = "keras/src/losses/loss.py"
 FUNCTION = "reduce_values"
@@ -84,21 +85,16 @@ def reduce_values(values, sample_weight=None, reduction="sum_over_batch_size"):
         loss = scale_loss_for_distribution(loss)
     return loss
 """
-#: `BODY` with `torch-compile-dynamic-batch`'s divisor (a later patch of the series: a branch only
-#: dynamo's tracing takes, upstream's statement kept under it), which this patch's analysis of an
-#: already patched tree must accept.
-UPSTREAM_DIVISOR = """
+#: `BODY` with `torch-compile-dynamic-batch`'s divisor as that later patch of the series applies
+#: it (its piece, from its inserted.py: a branch only dynamo's tracing takes, upstream's statement
+#: kept under it), which this patch's analysis of an already patched tree must accept.
+UPSTREAM_DIVISOR = """\
             divisor = ops.cast(
                 ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype
             )
 """
-BODY_COMPILED_COUNT = BODY.replace(UPSTREAM_DIVISOR, """
-            divisor = _forkgen_compiled_count(values.shape, loss.dtype)
-            if divisor is None:
-                divisor = ops.cast(
-                    ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype
-                )
-""")
+BODY_COMPILED_COUNT = BODY.replace(UPSTREAM_DIVISOR, piece_text(
+    dynamic_batch.__file__, "element_count", " " * 12, upstream=UPSTREAM_DIVISOR))
 
 
 class LossMeanReductionFastPath(DeclaredPatch):

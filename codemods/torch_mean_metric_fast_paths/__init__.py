@@ -105,8 +105,9 @@ keep no state but the remembered devices and classes.
 
 from __future__ import annotations
 
+from codemods import torch_compile_dynamic_batch as dynamic_batch
 from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertBefore
-from codemods.patchlib import Headers
+from codemods.patchlib import Headers, piece_text
 
 REDUCTION_PY = "keras/src/metrics/reduction_metrics.py"
 METRIC_PY = "keras/src/metrics/metric.py"
@@ -159,16 +160,13 @@ def reduce_to_samplewise_values(values, sample_weight, reduce_fn, dtype):
     return values, sample_weight
 """
 APPLIED = "\n    if __: ___"
-#: `REDUCE_BODY` with `torch-compile-dynamic-batch`'s weight conversion (a later patch of the series:
-#: a branch only dynamo's tracing takes, upstream's statement kept in its `else`), which this
-#: patch's analysis of an already patched tree must accept.
-REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(
-    "        sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n",
-    "        if losses.loss._forkgen_compiled_int(sample_weight):\n"
-    "            sample_weight = losses.loss._forkgen_compiled_tensor(sample_weight, \"int64\", dtype)\n"
-    "        else:\n"
-    "            sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n",
-)
+#: `REDUCE_BODY` with `torch-compile-dynamic-batch`'s weight conversion as that later patch of the
+#: series applies it (its piece, from its inserted.py: a branch only dynamo's tracing takes,
+#: upstream's statement kept in its `else`), which this patch's analysis of an already patched
+#: tree must accept.
+UPSTREAM_WEIGHT = "        sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n"
+REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(UPSTREAM_WEIGHT, piece_text(
+    dynamic_batch.__file__, "integer_weight", " " * 8, upstream=UPSTREAM_WEIGHT))
 
 
 class TorchMeanMetricFastPaths(DeclaredPatch):

@@ -26,7 +26,8 @@ the code it inserts (`inserted.py`, one template function per piece, as before).
                                     (`before=True`: right before it; `anywhere=True`: applied,
                                     they may be anywhere at module level)
       Append(piece)                 module-level statements at the end of the module (a Helper
-                                    without anchor; applied, they may be anywhere at module level)
+                                    without anchor; applied, they may be anywhere at module level;
+                                    `path=` another file than the patch's first)
       AddElse(anchor, piece)        an `elif`/`else:` attached to the anchor `if` (which has
                                     none): the piece is `if UPSTREAM: UPSTREAM` with that branch;
                                     a branch ending `else: UPSTREAM` goes before the anchor's
@@ -625,12 +626,13 @@ class Prepend(Edit):
 
 
 class Append(Helper):
-    """The piece's statements at the end of the module, `blank_lines` blank lines above them.
-    Applied, they may be anywhere at module level (later patches append after them)."""
+    """The piece's statements at the end of the module (of `path`, default the patch's first file),
+    `blank_lines` blank lines above them. Applied, they may be anywhere at module level (later
+    patches append after them)."""
 
-    def __init__(self, piece: str, blank_lines: int = 2, label: str | None = None) -> None:
-        super().__init__(Anchor("", "", description="end of the module", reported=False, name=f"{piece} (appended)"),
-                         piece, label, blank_lines=blank_lines, anywhere=True)
+    def __init__(self, piece: str, blank_lines: int = 2, label: str | None = None, *, path: str | None = None) -> None:
+        super().__init__(Anchor("", "", description="end of the module", reported=False, name=f"{piece} (appended)",
+                                path=path), piece, label, blank_lines=blank_lines, anywhere=True)
 
     def template(self, piece: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         return _spaced(piece, self.blank_lines)

@@ -63,6 +63,7 @@ SERIES_PACKAGES = (
     "codemods.torch_moments_axes_tuple",
     "codemods.torch_train_step_traced_gradients",
     "codemods.torch_compile_dynamic_batch",
+    "codemods.standardize_dtype_memo",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -34,6 +34,10 @@ BODY = """def standardize_dtype(dtype):{}
     elif __: ___
     if __: ___
     return dtype"""
+#: Our fast path, applied; and standardize-dtype-memo's look-up after it (a return of its own
+#: for a registered dtype object, before `if dtype is None:`).
+FAST = "\n    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET: return dtype"
+MEMO = "\n    if type(dtype) is _STANDARDIZE_DTYPE_MEMO_TYPE: ___"
 #: keras-nightly (#23182 as merged): an `isinstance` fast path first, a set-only final test.
 NIGHTLY = (Anchor("", f"def {FUNCTION}(dtype):\n    if isinstance(dtype, str) and dtype in dtypes.ALLOWED_DTYPES_SET: "
                   "return dtype\n    ___", path=VARIABLES_PY, name=f"def {FUNCTION}",
@@ -69,8 +73,7 @@ class DtypeFastPaths(DeclaredPatch):
                                  name=FINAL, description=f"in {FUNCTION} ({{state}})"), "final_check"),
     )
     relies_on = (Anchor("", "PYTHON_DTYPES_MAP = __", reported=False),
-                 Anchor("", BODY.format(""), alternatives=(BODY.format(
-                     "\n    if type(dtype) is str and dtype in dtypes.ALLOWED_DTYPES_SET: return dtype"),),
+                 Anchor("", BODY.format(""), alternatives=(BODY.format(FAST), BODY.format(FAST + MEMO)),
                         path=VARIABLES_PY, name=f"{FUNCTION}'s body", reported=False))
     upstream_patterns = (
         Anchor("", "ALLOWED_DTYPES = __", name=TUPLE, description="module level (ALLOWED_DTYPES_SET: theirs)"),

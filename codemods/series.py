@@ -64,6 +64,7 @@ SERIES_PACKAGES = (
     "codemods.torch_train_step_traced_gradients",
     "codemods.torch_compile_dynamic_batch",
     "codemods.standardize_dtype_memo",
+    "codemods.dense_kernel_fast_path",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -29,8 +29,11 @@ None)`. Why that is upstream's value, with nothing else of upstream's body obser
   gives a bool or False and `bool()` of it runs no code;
 - the fast path reads `built`, `quantization_mode` and `lora_enabled` as upstream does, and
   declines (upstream's body then runs whole) otherwise: an unbuilt layer gets upstream's error.
-Not guarded (no code does it): a `torch.nn.Module.__getattr__` patched after the class's first
-`kernel` read. No switch: the per-class table holds only whether a class's look-ups are plain.
+Not guarded (no code does it): a class changed after its first `kernel` read (a flag, `built`
+or `lora_enabled` made a class attribute, a `__getattr__` or `__getattribute__` set on it, torch's
+`Module.__getattr__` patched): the per-class answer is cached, as patch 28's is. An earlier
+version (branch `i26-kern`) walked the classes on every read and saved too little to carry.
+No switch: the per-class table holds only whether a class's look-ups are plain.
 
 Left out: keras-nightly's property reads no flag (`self._quantized_weight()`): *upstream*.
 3.0.0-3.11.3's property reads no flag either: not applicable before 3.12.0.

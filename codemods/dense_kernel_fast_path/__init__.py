@@ -10,8 +10,8 @@ per flag. Measured on the fork (one process, interleaved, CPU time): the propert
 `self._kernel` read would make `Dense(4)(x)` 0.835 of its time and the MLP's `model(x)` 0.903.
 
 The fast path is the property's first statement: `if self.built and self.quantization_mode is
-None and not self.lora_enabled and _kernel_flags_unset(self): return getattr(self, "_kernel",
-None)`. Why that is upstream's value, with nothing else of upstream's body observable:
+None and _kernel_flags_unset(self) and not self.lora_enabled: return getattr(self, "_kernel",
+None)`, its reads in the order of upstream's (a read that raises raises as there). Why that is upstream's value, with nothing else of upstream's body observable:
 - upstream's body (relied on, in its 3.12.0-3.13.2 and 3.14.0-3.15.1 forms) with the layer
   built and `mode` None takes no quantized branch (`is_gptq`, `is_awq`, `is_int4` are False:
   `None == "gptq"` is False), so `kernel = getattr(self, "_kernel", None)`, and with
@@ -81,7 +81,8 @@ def _body(cls: str, path: str) -> Anchor:
 
 class DenseKernelFastPath(DeclaredPatch):
     name = "dense-kernel-fast-path"
-    version = "1"
+    #: 2: the fast path's reads in upstream's order (v1 read `lora_enabled` before the flags).
+    version = "2"
     headers = Headers(
         description="The kernel property of Dense and EinsumDense returns _kernel at once for a built layer "
         "that is not quantized and has no LoRA, when its calibration-flag look-ups would find a bool or nothing.",

@@ -130,7 +130,7 @@ CASES = (
 
 MUTANTS = (
     Mutant("the fast path ignores LoRA",
-           " and not self.lora_enabled and _kernel_flags_unset(self):", " and _kernel_flags_unset(self):"),
+           " and _kernel_flags_unset(self) and not self.lora_enabled:", " and _kernel_flags_unset(self):"),
     Mutant("the check trusts any flag in the instance's __dict__",
            "                if not (state[flag] is True or state[flag] is False):\n",
            "                if False:\n"),

@@ -121,6 +121,16 @@ def test_calibration_flags_set_on_the_instance(name: str, value: Any) -> None:
             assert flag_value.tested == 2
 
 
+def test_reads_that_raise_raise_in_upstreams_order(name: str) -> None:
+    # Upstream reads the flags before `lora_enabled`: a flag whose truth test raises is the
+    # error, even on a layer that has no `lora_enabled`.
+    layer = make(name)
+    layer.is_awq_calibrated = Truth(raises=True)
+    del layer.lora_enabled
+    same(layer, CLASSES[name])
+    assert outcome(lambda: layer.kernel)[1][0] is RuntimeError
+
+
 def test_a_flag_that_runs_code_is_read_as_upstream_reads_it(name: str) -> None:
     reads: list[str] = []
 

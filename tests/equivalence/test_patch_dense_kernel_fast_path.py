@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.equivalence import upstream
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import catch, patch_applied
 
 NAME = "dense-kernel-fast-path"
 APPLIED = patch_applied(NAME)
@@ -43,21 +43,13 @@ def make(name: str, cls: type | None = None, build: bool = True) -> Any:
     return layer
 
 
-def outcome(read: Any) -> tuple[str, Any]:
-    try:
-        value = read()
-    except Exception as error:  # noqa: BLE001 - the comparison is of any error
-        return "raised", (type(error), str(error))
-    return "returned", value
-
-
 def same(layer: Any, base: type) -> None:
     """`layer.kernel` is upstream's: the very object, or equal values, or the same error."""
-    fork = outcome(lambda: layer.kernel)
+    fork = catch(lambda: layer.kernel)
     with upstream.upstream(base, "kernel"):
-        theirs = outcome(lambda: layer.kernel)
+        theirs = catch(lambda: layer.kernel)
     assert fork[0] == theirs[0], (fork, theirs)
-    if fork[0] == "raised" or fork[1] is None or theirs[1] is None:
+    if fork[0] == "error" or fork[1] is None or theirs[1] is None:
         assert fork == theirs
     elif fork[1] is not theirs[1]:
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(fork[1]), keras.ops.convert_to_numpy(theirs[1]))
@@ -128,7 +120,7 @@ def test_reads_that_raise_raise_in_upstreams_order(name: str) -> None:
     layer.is_awq_calibrated = Truth(raises=True)
     del layer.lora_enabled
     same(layer, CLASSES[name])
-    assert outcome(lambda: layer.kernel)[1][0] is RuntimeError
+    assert catch(lambda: layer.kernel)[1][0] is RuntimeError
 
 
 def test_a_flag_that_runs_code_is_read_as_upstream_reads_it(name: str) -> None:
@@ -158,10 +150,10 @@ def test_a_class_with_its_own_getattr(name: str) -> None:
 
     layer = make(name, Looking)
     seen.clear()
-    fork = outcome(lambda: layer.kernel)
+    fork = catch(lambda: layer.kernel)
     looked = len(seen)
     with upstream.upstream(CLASSES[name], "kernel"):
-        assert outcome(lambda: layer.kernel) == fork
+        assert catch(lambda: layer.kernel) == fork
     assert looked and seen[:looked] == seen[looked:]
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.equivalence import upstream
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import catch, patch_applied
 
 NAME = "standardize-dtype-memo"
 APPLIED = patch_applied(NAME)
@@ -70,11 +70,8 @@ def pool() -> list[Any]:
 
 
 def outcome(dtype: Any, function: Any) -> tuple[str, Any]:
-    try:
-        result = function(dtype)
-    except Exception as error:  # noqa: BLE001 - the comparison is of any error
-        return "raised", (type(error), str(error))
-    return "returned", (type(result), result)
+    """`function(dtype)`'s result with its type, or its error (`helpers.catch`)."""
+    return catch(lambda: (type(result := function(dtype)), result))
 
 
 def test_the_memo_is_registered_on_torch_only() -> None:
@@ -92,7 +89,7 @@ def test_the_memo_is_registered_on_torch_only() -> None:
 
 def test_every_memo_entry_is_upstreams_name() -> None:
     for dtype, name in variables._STANDARDIZE_DTYPE_MEMO.items():
-        assert outcome(dtype, _upstream_standardize_dtype()) == ("returned", (str, name)), dtype
+        assert outcome(dtype, _upstream_standardize_dtype()) == ("ok", (str, name)), dtype
 
 
 @pytest.mark.parametrize("dtype", pool(), ids=repr)

@@ -328,7 +328,9 @@ def bench(session: nox.Session) -> None:
     --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
     series without each patch the fork applies, built here with `forkgen build
     --without-patch`: long), `-- --compile` (torch.compile on the bench models, upstream and the fork
-    side by side: tests/bench/compile_run.py) and the other options of tests/bench/run.py. Writes
+    side by side: tests/bench/compile_run.py), `-- --ceiling` (the fork's `Layer.__call__` with
+    steps taken out, and the targets projected: tests/bench/ceiling.py) and the other options of
+    tests/bench/run.py. Writes
     patched_keras/bench/results.json and ratios.png; exits 1 when the fork is slower than
     upstream beyond two standard errors in any case.
     """

@@ -21,6 +21,11 @@ the twin, in the fork's environment, as a fourth build, "torch" (fork / plain to
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0
         [--nightly keras-nightly==3.16.0.dev2026102704] [--backend torch] [--rounds 3]
         [--processes 2] [--values 5] [--cases dense,mlp] [--ablation [--ablation-cases dense]]
+    python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0 --ceiling
+
+With --ceiling, it times none of the above: tests/bench/ceiling.py runs in the fork's
+environment and says how far any change to the steps around a layer call could still take
+the targets (its docstring says how).
 
 Every ratio is a ratio of means; its standard error comes from the spread of the
 worker processes' means (values within one process are not independent, the
@@ -822,6 +827,10 @@ def main() -> int:
     parser.add_argument("--compile-models", default=None,
                         help="with --compile: comma-separated models (default: mlp,transformer,kv_decoder,convnet)")
     parser.add_argument("--no-timing", action="store_true", help="with --compile: skip the inductor timings")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="instead of the timings: the fork's Layer.__call__ with steps taken out, timed in its "
+                             "environment, and the targets projected from the latest results.json (an upper bound "
+                             "of what any patch of those steps can give; tests/bench/ceiling.py)")
     parser.add_argument("--ablation-cases", default=None,
                         help="comma-separated cases the ablation times (default: the model-level ones among --cases)")
     args = parser.parse_args()
@@ -834,6 +843,8 @@ def main() -> int:
         parser.error("--compile: torch.compile is the torch backend's")
     if not args.compile and (args.compile_models or args.no_timing):
         parser.error("--compile-models and --no-timing go with --compile")
+    if args.ceiling and (args.compile or args.ablation):
+        parser.error("--ceiling goes with neither --compile nor --ablation")
     unsupported = UNSUPPORTED.get(args.backend, set())
     if args.cases is None:
         cases = [c for c in CASES if c not in unsupported]
@@ -872,6 +883,15 @@ def main() -> int:
         return compile_run.main({"upstream": environment("upstream", args.backend, upstream_requirements),
                                  "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])},
                                 python, args.compile_models, args.no_timing, OUT / "compile.json")
+    if args.ceiling:
+        # Streams its progress; the cases default to ceiling.py's (those that call layers).
+        return subprocess.run(
+            [python(environment("fork", args.backend, [str(args.wheel.resolve()), *base])), str(HERE / "ceiling.py"),
+             "--backend", args.backend, "--rounds", str(2 * args.rounds + 1),
+             "--results", str(OUT / "results.json"), "--out", str(OUT / "ceiling.json"),
+             *(["--cases", ",".join(cases)] if args.cases is not None else [])],
+            cwd=HERE, check=False,
+        ).returncode
     envs = {"upstream": environment("upstream", args.backend, upstream_requirements),
             "nightly": environment("nightly", args.backend,
                                    [args.nightly, "--only-binary", nightly_distribution, *base], replaces=distribution),

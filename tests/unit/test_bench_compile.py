@@ -4,7 +4,6 @@ tests/bench/compile.py's frame choice for a break reason."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import types
@@ -14,20 +13,16 @@ from typing import Any
 
 import pytest
 
+from tests.support.bench import load_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"forkgen_bench_{name}", ROOT / "tests" / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def report() -> ModuleType:
-    return load("compile_run")
+    return load_bench("compile_run")
 
 
 def entry(model: str, workload: str, graphs: int, reasons: list[tuple[str, str, int]], *,
@@ -117,7 +112,7 @@ def test_a_workload_that_cannot_run_in_the_fork_fails_the_report(report: ModuleT
 
 def test_a_break_is_placed_at_its_innermost_keras_frame(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "bench"))
-    compile_module = load("compile")
+    compile_module = load_bench("compile")
     frame = types.SimpleNamespace
     stack = [frame(filename="/v/site-packages/keras/src/layers/layer.py", lineno=10, name="__call__"),
              frame(filename="/v/site-packages/keras/src/backend/torch/nn.py", lineno=1477, name="_probe"),
@@ -153,7 +148,7 @@ class StandInTrainer:
 def test_the_train_step_is_compiled_by_the_caller_and_called_through_keras_s_wrapper(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "bench"))
-    compile_module = load("compile")
+    compile_module = load_bench("compile")
     def never(function: Any) -> Any:
         pytest.fail("the build's own torch.compile ran")
 

@@ -5,7 +5,6 @@ the issues' targets, and the twin's column in the table, the README headline and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,16 +12,12 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("forkgen_bench_run", ROOT / "tests" / "bench" / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("run")
 
 
 def stats(mean: float, error: float | None = 0.01) -> dict[str, Any]:

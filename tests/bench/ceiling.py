@@ -15,7 +15,11 @@ of those steps can save: a patch keeps a guard at least.
 Then, from the bench's latest results.json, each target of the issues is projected by the
 variant's factor: a target the "ceiling" variant does not reach is out of reach of any change
 to the layer-call path, and the rest of that case's time is elsewhere (the ops, the loops,
-torch's kernels). Writes patched_keras/bench/ceiling.json.
+torch's kernels). The projection needs a results.json of the same backend; one of another fork
+build is used with a warning. Writes patched_keras/bench/ceiling.json.
+
+Exit codes: 0 done; 1 a variant changed a case's outputs (it is no ceiling for that case);
+2 bad arguments, or the installed `Layer.__call__` lacks a step's text.
 
     python ceiling.py --backend torch [--cases mlp_call,mlp_fit] [--rounds 7] [--results RESULTS_JSON]
 """
@@ -23,6 +27,8 @@ torch's kernels). Writes patched_keras/bench/ceiling.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import json
 import math
 import statistics
@@ -109,6 +115,15 @@ def call_source(function: Callable[..., Any]) -> str:
     return "\n".join(lines).replace("super().__call__", "super(Layer, self).__call__") + "\n"
 
 
+def projection_refusal(results: dict[str, Any], backend: str) -> str | None:
+    """Why `results` (a results.json) cannot be projected by factors measured on `backend`, or None."""
+    if results.get("backend") != backend:
+        return f"the results.json is of the {results.get('backend')} backend, the factors of {backend}"
+    if not isinstance(results.get("cases"), list):
+        return "the results.json has no cases"
+    return None
+
+
 def project(rows: list[dict[str, Any]], factors: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     """Each target of results.json's `rows` for the cases in `factors` (case -> variant ->
     time factor): the ratio now, the ratio times each factor, and whether each reaches the target."""
@@ -192,7 +207,7 @@ def main() -> int:
 
     stock = layer_module.Layer.__call__
     source = call_source(getattr(stock, "__wrapped__", stock))
-    layer_module._ceiling_no_scope = __import__("contextlib").nullcontext()
+    layer_module._ceiling_no_scope = contextlib.nullcontext()
 
     def compiled(text: str, name: str) -> Callable[..., Any]:
         namespace: dict[str, Any] = {}
@@ -257,8 +272,14 @@ def main() -> int:
         print(f"{name}: takes out " + "; ".join(STEPS[s][0] for s in steps))
     report: dict[str, Any] = {"variants": {n: list(s) for n, s in VARIANTS.items()}, "rounds": args.rounds,
                               "factors": factors, "cases": names}
-    if args.results is not None and args.results.is_file():
-        results = json.loads(args.results.read_text(encoding="utf-8"))
+    results = json.loads(args.results.read_text(encoding="utf-8")) if args.results and args.results.is_file() else None
+    refusal = None if results is None else projection_refusal(results, args.backend)
+    if refusal:
+        print(f"\nno projection: {refusal}")
+    elif results is not None:
+        installed = importlib.metadata.version("keras")
+        if results.get("fork_version") != installed:
+            print(f"\nwarning: {args.results} timed the fork {results.get('fork_version')}, this is {installed}")
         projected = project(results["cases"], factors)
         report["projected_from"] = {"file": str(args.results), "fork_version": results.get("fork_version")}
         report["projected"] = projected

@@ -146,6 +146,12 @@ def test_a_target_out_of_reach_says_so(ceiling: ModuleType) -> None:
     assert "out of reach of the layer-call path" in ceiling.projection_text(projected, ["steps", "ceiling"])
 
 
+def test_only_a_results_json_of_the_same_backend_is_projected(ceiling: ModuleType) -> None:
+    assert ceiling.projection_refusal({"backend": "torch", "cases": []}, "torch") is None
+    assert "jax backend" in ceiling.projection_refusal({"backend": "jax", "cases": []}, "torch")
+    assert "no cases" in ceiling.projection_refusal({"backend": "torch"}, "torch")
+
+
 def test_run_refuses_ceiling_with_compile_or_ablation(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     run = load_bench("run")

@@ -39,13 +39,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-#: The cases timed by default: those that call layers (not the CallSpec-only ones).
 #: The cases that train: each call changes the weights, so their outputs are not compared.
 TRAINING_CASES = ("train_step", "mlp_train_step", "mlp_fit", "transformer_fit")
-DEFAULT_CASES = ("dense", "mlp", "mlp_inference", "transformer", "train_step", "generate", "conv_predict",
-                 "mlp_call", "mlp_train_step", "mlp_fit", "mlp_evaluate", "mlp_predict",
-                 "transformer_fit", "transformer_evaluate", "transformer_predict")
-
 #: The steps a variant can take out: (description, [(text of the fork's `Layer.__call__`, its
 #: stand-in)]). Every text must occur in the installed source; each occurrence is replaced.
 STEPS: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -187,16 +182,17 @@ def outputs_agree(first: Any, second: Any) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="torch")
-    parser.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    sys.path.insert(0, str(HERE))
+    import cases
+
+    parser.add_argument("--cases", default=",".join(cases.MODEL_CASES),
+                        help="comma-separated cases (default: every case that calls layers, cases.MODEL_CASES)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     parser.add_argument("--seconds", type=float, default=0.25, help="CPU seconds a measurement lasts at least")
     parser.add_argument("--results", type=Path, help="the bench's results.json to project")
     parser.add_argument("--out", type=Path, help="where to write ceiling.json")
     parser.add_argument("--no-check", action="store_true", help="do not compare each variant's outputs first")
     args = parser.parse_args()
-    sys.path.insert(0, str(HERE))
-    import cases
-
     cases.setup_backend(args.backend)
     names = [c for c in args.cases.split(",") if c]
     unknown = sorted(set(names) - set(cases.CASES))

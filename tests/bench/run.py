@@ -877,16 +877,17 @@ def main() -> int:
     fork_version = args.wheel.name.split("-")[1]
     base = [*args.requirement, "pyperf"]
     upstream_requirements = [args.upstream, "--only-binary", distribution, *base]
+    fork_requirements = [str(args.wheel.resolve()), *base]
     if args.compile:
         import compile_run
 
         return compile_run.main({"upstream": environment("upstream", args.backend, upstream_requirements),
-                                 "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])},
+                                 "fork": environment("fork", args.backend, fork_requirements)},
                                 python, args.compile_models, args.no_timing, OUT / "compile.json")
     if args.ceiling:
         # Streams its progress; the cases default to ceiling.py's (those that call layers).
         return subprocess.run(
-            [python(environment("fork", args.backend, [str(args.wheel.resolve()), *base])), str(HERE / "ceiling.py"),
+            [python(environment("fork", args.backend, fork_requirements)), str(HERE / "ceiling.py"),
              "--backend", args.backend, "--rounds", str(2 * args.rounds + 1),
              "--results", str(OUT / "results.json"), "--out", str(OUT / "ceiling.json"),
              *(["--cases", ",".join(cases)] if args.cases is not None else [])],
@@ -895,7 +896,7 @@ def main() -> int:
     envs = {"upstream": environment("upstream", args.backend, upstream_requirements),
             "nightly": environment("nightly", args.backend,
                                    [args.nightly, "--only-binary", nightly_distribution, *base], replaces=distribution),
-            "fork": environment("fork", args.backend, [str(args.wheel.resolve()), *base])}
+            "fork": environment("fork", args.backend, fork_requirements)}
     ablations: list[dict[str, Any]] = []
     if args.ablation:
         ablations = ablation_builds(args.wheel.resolve(), OUT / "ablation" / "wheels")

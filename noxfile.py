@@ -1,7 +1,8 @@
 """Sessions that install and call forkgen and pytest; no pipeline logic lives here.
 
 `nox` runs the default sessions in order: lint, unit, integration, build_fork, smoke,
-publish, equivalence and upstream_tests on every backend. Backend requirements can be
+publish, equivalence, nightly (the fork on keras-nightly, torch equivalence) and
+upstream_tests on every backend. Backend requirements can be
 overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu]".
 """
 
@@ -23,7 +24,8 @@ import nox
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "equivalence", "upstream_tests"]
+nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "equivalence", "nightly",
+                        "upstream_tests"]
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
@@ -247,9 +249,10 @@ def smoke(session: nox.Session) -> None:
 def publish(session: nox.Session) -> None:
     """`forkgen publish`'s index through real clients: `twine check --strict`; pip download via a
     real HTTP server on 127.0.0.1 (PEP 691 JSON and PEP 503 HTML, PEP 658 metadata); twine upload
-    to a real pypiserver and pip install from it into a fresh environment."""
+    to a real pypiserver and pip install from it into a fresh environment; every install command
+    README.md and docs/serving.md give, run as written with pip and uv, must install the fork."""
     wheel = fork_wheel(session)
-    install_project(session, "[test]", "twine", "pypiserver")
+    install_project(session, "[test]", "twine", "pypiserver", "uv")
     session.run("pytest", "tests/publish", "-s", *session.posargs,
                 env={"FORKGEN_WHEEL": str(wheel), "FORKGEN_TORCH_SPEC": TORCH_SPEC})
 
@@ -268,6 +271,36 @@ def equivalence(session: nox.Session, backend: str) -> None:
     install_project(session)
     session.run(
         "forkgen", "verify", "equivalence", "--wheel", str(wheel), "--backend", backend,
+        "--work-dir", str(Path(session.virtualenv.location) / "verify"), "--", *session.posargs,
+    )
+
+
+#: The keras-nightly the `nightly` session builds the fork on (COMPATIBILITY.md's), and its sdist's
+#: sha256 as the index serves it.
+NIGHTLY_VERSION = "3.16.0.dev2026102704"
+NIGHTLY_SHA256 = "4e7c9d0e638f1e1da589565eea96f72edbe4c6eb441ed91d4308aea2187463cc"
+
+
+@session()
+def nightly(session: nox.Session) -> None:
+    """The fork built on keras-nightly and the torch equivalence suite against it, so that a
+    patch whose inserted code breaks on the next release's layout fails CI the day it is written,
+    not at the next unattended rebase.
+
+    The release is NIGHTLY_VERSION (its sha256 verified), FORKGEN_NIGHTLY_VERSION another
+    (`latest`: the newest the index serves, as the nightly-watch workflow runs it). The wheel goes
+    to the session's own directory, never patched_keras/dist/ (the pinned release's, which the
+    other sessions test). Extra arguments go to pytest, as in `equivalence`.
+    """
+    version = os.environ.get("FORKGEN_NIGHTLY_VERSION") or NIGHTLY_VERSION
+    pinned = ["--sha256", NIGHTLY_SHA256] if version == NIGHTLY_VERSION else []
+    install_project(session)
+    output = session.run("forkgen", "build", "--distribution", "keras-nightly", "--version", version, *pinned,
+                         "--out-dir", str(Path(session.virtualenv.location) / "dist"), silent=True)
+    print(output, end="")
+    wheel = Path(str(output).strip().splitlines()[-1])
+    session.run(
+        "forkgen", "verify", "equivalence", "--wheel", str(wheel), "--backend", "torch",
         "--work-dir", str(Path(session.virtualenv.location) / "verify"), "--", *session.posargs,
     )
 
@@ -304,6 +337,75 @@ def mutants(session: nox.Session) -> None:
     """
     install_project(session, "", TORCH_SPEC, PYTEST, "pytest-xdist", "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})
+
+
+#: The compat session's cells, (Python, torch requirement): the pinned torch and the newest
+#: (2.14.1) on 3.11, the oldest torch Keras 3.15.1 runs with, and the pinned torch on 3.10 (Keras
+#: 3's old floor), 3.12 and 3.13. Keras's README names PyTorch 2.1.0 as its minimum, but 3.15.1
+#: does not import with 2.1.0 (no `torch.utils._pytree.register_pytree_node`) nor 2.2.0 (no
+#: `flatten_with_keys_fn`): 2.3.0 is the oldest that it does. A torch requirement of several
+#: words is several requirements, e.g. "torch==2.2.0 numpy<2" (forkgen.requirements.backend).
+COMPAT_CELLS = [
+    ("3.11", "torch==2.13.0"),
+    ("3.11", "torch==2.14.1"),
+    ("3.11", "torch==2.3.0"),
+    ("3.10", "torch==2.13.0"),
+    ("3.12", "torch==2.13.0"),
+    ("3.13", "torch==2.13.0"),
+]
+
+
+def requires_python(wheel: Path) -> str:
+    """The wheel's Requires-Python ("" when it states none)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        for line in archive.read(name).decode("utf-8").splitlines():
+            if line.startswith("Requires-Python:"):
+                return line.partition(":")[2].strip()
+            if not line:
+                break
+    return ""
+
+
+@nox.session(requires=["build_fork"])
+@nox.parametrize(("python", "torch"), COMPAT_CELLS)
+@disposable
+def compat(session: nox.Session, torch: str) -> None:
+    """The equivalence suite and whole-model parity (`forkgen verify equivalence`, `forkgen
+    verify upstream --no-tests`) of the fork wheel on one (Python, torch) cell of COMPAT_CELLS.
+
+    Not part of `nox` (each cell installs torch twice; 2.14.1's CUDA build is 5.5 GB). `nox -s
+    compat` runs every cell, `nox -s "compat(python='3.12', torch='torch==2.13.0')"` one. nox finds
+    each Python as python3.X on PATH (with pyenv: PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0).
+    Reports (JUnit, parity) go to patched_keras/verify/compat/<python>-<torch>/. A Python the
+    release's Requires-Python excludes cannot install the wheel: the cell byte-compiles the
+    wheel's modules with it (the inserted code must parse there) and is skipped, saying why.
+    """
+    from packaging.specifiers import SpecifierSet
+
+    wheel = fork_wheel(session)
+    version = str(session.run("python", "-c", "import platform; print(platform.python_version())", silent=True)).strip()
+    supported = requires_python(wheel)
+    if supported and version not in SpecifierSet(supported):
+        unpacked = Path(session.virtualenv.location) / "wheel"
+        shutil.unpack_archive(wheel, unpacked, format="zip")
+        session.run("python", "-m", "compileall", "-q", str(unpacked))
+        session.skip(f"{wheel.name} requires Python {supported}: not installable on Python {version} "
+                     "(its modules byte-compile there)")
+    install_project(session)
+    cell = f"py{session.python}-{torch.replace(' ', '-').replace('<', 'lt').replace('==', '')}"
+    work = Path(session.virtualenv.location) / "verify"
+    # The matrix session's 100 examples per property unless FORKGEN_HYPOTHESIS_PROFILE says
+    # (`equivalence`: the default run's 500): the cells are many, the code under test the same.
+    env = {"FORKGEN_TORCH_SPEC": torch, "FORKGEN_HYPOTHESIS_PROFILE": os.environ.get("FORKGEN_HYPOTHESIS_PROFILE", "matrix")}
+    with private_reports(session, ROOT / "patched_keras" / "verify" / "compat" / cell) as reports:
+        session.run("forkgen", "verify", "equivalence", "--wheel", str(wheel), "--backend", "torch",
+                    "--reports", str(reports), "--work-dir", str(work / "equivalence"), "--", *session.posargs, env=env)
+        shutil.rmtree(work / "equivalence", ignore_errors=True)  # one torch environment on disk at a time
+        session.run("forkgen", "verify", "upstream", "--no-tests", "--wheel", str(wheel), "--backend", "torch",
+                    "--reports", str(reports), "--work-dir", str(work / "parity"), env=env)
 
 
 @session()

@@ -124,7 +124,8 @@ What the engine derives from the declaration, the same way for every patch:
   second finder, no `ast` predicate.
 - *Drift*, worded by the engine: an anchor matching other than its expected count, a scope not
   found exactly once, forkgen's piece present beside a piece missing (a partial presence), a
-  name the inserted code uses that nothing binds, a name it binds already in use.
+  name the inserted code uses that nothing binds, a name it binds already in use, a module of
+  the tree it imports that the tree does not have (`check_imports`).
 - *The outcome* (`DeclaredPatch.check`): each piece is *to apply*, *forkgen's* (its applied form,
   which is the piece with the anchor in place of `UPSTREAM`, is there with its
   `# forkgen: <patch>` marker) or *upstream's* (that same applied form without the marker).
@@ -158,6 +159,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst._nodes.internal import CodegenState
 from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
+from libcst.helpers import get_full_name_for_node_or_raise
 
 from codemods.patchlib import (
     PLACEHOLDER,
@@ -1089,6 +1091,19 @@ def _names_of(node: cst.CSTNode, into_defs: bool) -> tuple[set[str], set[str]]:
 _SUBNODE_TYPES: dict[type, bool] = {}
 
 
+def imports_of(nodes: Iterable[cst.CSTNode]) -> list[tuple[int, str]]:
+    """The modules the import statements in `nodes` name, at any depth, in order: (the dots of a
+    relative import, 0 for an absolute one; the dotted name, "" for `from . import x`)."""
+    found: list[tuple[int, str]] = []
+    for node in (n for root in nodes for n in walk(root)):
+        if isinstance(node, cst.Import):
+            found += [(0, get_full_name_for_node_or_raise(alias.name)) for alias in node.names]
+        elif isinstance(node, cst.ImportFrom):
+            module = "" if node.module is None else get_full_name_for_node_or_raise(node.module)
+            found.append((len(node.relative), module))
+    return found
+
+
 def _subnodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The children of `node` but layout (which holds no name), in no particular order: what
     `names_of` needs of `node.children`, without the libcst visitor that builds those."""
@@ -1391,6 +1406,7 @@ class DeclaredPatch(Patch):
                 return Analysis(files, Check(Outcome.UPSTREAM, self.details.upstream, reports))
             for f in files:
                 self.check_names(f)
+                self.check_imports(sources, f)
             relied = (self._relied_on(sources, anchor) for anchor in self.relies_on)
             reports += tuple(r for r in relied if r is not None)
         except AnchorDrift as drift:
@@ -1511,6 +1527,31 @@ class DeclaredPatch(Patch):
                 raise AnchorDrift(analysis.shown, o.line, ", ".join(missing),
                                   f"bound where {o.edit.piece} goes ({o.edit.anchor.where} or at module level)",
                                   "not bound")
+
+    def check_imports(self, sources: Sources, analysis: FileAnalysis) -> None:
+        """Drift when code to insert imports a module of the tree being patched (one of the package
+        the file is in, `keras` for `keras/src/losses/loss.py`; relative imports resolved from the
+        file's package) that the tree does not have, as `a/b.py` or `a/b/__init__.py`: checked
+        here, not found missing when the wheel runs. `import a.b.c` and `from a.b.c import d`
+        need `a.b.c` (`d` may be any name). Every import of the piece counts, at any depth (in
+        functions too); other packages' modules (torch, numpy) are not looked for. The line is
+        where the piece goes (an appended one: below the module's last line). A tree without
+        the file's own package (`__init__.py`: the loose modules of a synthetic tree, a file
+        alone) has no packages to look in: nothing is checked."""
+        package = analysis.path.split("/")[:-1]
+        if not package or not analysis.todo or not sources.exists("/".join([*package, "__init__.py"])):
+            return
+        for o in analysis.todo:
+            for level, name in imports_of(self.compiled(o.edit).piece):
+                parts = (package[:len(package) + 1 - level] if level else []) + [p for p in name.split(".") if p]
+                if len(parts) < 2 or parts[0] != package[0] or level > len(package):
+                    continue  # another package's module, or the tree's root package itself
+                wanted = ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"]))
+                if not any(sources.exists(path) for path in wanted):
+                    # An appended piece goes below the module's last line.
+                    line = analysis.module.code.count("\n") + 1 if isinstance(o.edit, Append) else o.line
+                    raise AnchorDrift(analysis.shown, line, ".".join(parts),
+                                      f"the module {o.edit.piece} imports, {wanted[0]} or {wanted[1]}", "neither")
 
     # -- the Patch interface
 

@@ -26,6 +26,12 @@ the same device; `torch.full` with an int fill value does not fix a symbolic int
 compiled for a batch of n is then recompiled once, for n+1 with a dynamic batch, and serves n+2
 from that graph.
 
+Keras's device is `get_device()` of the torch backend's core module, found as the module of the
+backend's `compute_output_spec` (3.x's `backend/torch/core.py`, keras-nightly's
+`backend/torch/ops/core.py`). Version 1 imported it from `keras.src.backend.torch.core`, which
+keras-nightly does not have: a `ModuleNotFoundError` whenever a loss was reduced under
+`torch.compile` (the engine now refuses such an import as drift).
+
 `since = "3.7.0"`: Keras 3.0-3.6 divide the loss in place (`loss /= ops.cast(...)`, no
 `divide_no_nan`), and 3.0-3.1 convert the sample weight otherwise; those keep the recompile.
 """
@@ -43,13 +49,13 @@ WEIGHT = "sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)"
 
 class TorchCompileDynamicBatch(DeclaredPatch):
     name = "torch-compile-dynamic-batch"
-    version = "1"
+    version = "2"
     headers = Headers(
         description="while dynamo traces, the loss's element count and the loss tracker's batch-size weight "
         "are made with torch.full, which keeps a symbolic batch size symbolic: a compiled train step takes a "
         "new batch size once, as a dynamic dimension.",
         origin="ours", bug="forkgen issue 27", forwarded="not-needed", applied_upstream=None,
-        last_update="2026-12-05",
+        last_update="2026-12-06",
     )
     files = (LOSS_PY, METRICS_PY)
     since = "3.7.0"

@@ -27,9 +27,15 @@ def integer_weight(sample_weight, dtype):
 def helpers():
     # forkgen: torch-compile-dynamic-batch
     if backend.backend() == "torch":
+        import sys as _forkgen_compile_sys
         import torch as _forkgen_compile_torch
+
+        # The torch backend's core module, where `get_device` is (3.x's backend/torch/core.py,
+        # keras-nightly's backend/torch/ops/core.py): the module of its `compute_output_spec`.
+        _forkgen_compile_core = _forkgen_compile_sys.modules[backend.compute_output_spec.__module__]
     else:
         _forkgen_compile_torch = None
+        _forkgen_compile_core = None
 
 
     # Whether dynamo is tracing (torch backend).
@@ -48,8 +54,7 @@ def helpers():
     # tensor made by `torch.full`, which keeps a symbolic int symbolic (`torch.as_tensor`, behind
     # `ops.convert_to_tensor`, makes dynamo fix it to the value it traced).
     def _forkgen_compiled_tensor(value, integer_dtype, dtype):
-        from keras.src.backend.torch.core import get_device
-
+        get_device = _forkgen_compile_core.get_device
         integer = getattr(_forkgen_compile_torch, integer_dtype)
         return ops.cast(_forkgen_compile_torch.full((), value, dtype=integer, device=get_device()), dtype)
 

@@ -215,11 +215,23 @@ def test_the_fast_path_runs_on_torch() -> None:
     # Upstream's divisor path ends in the backend's divide_no_nan (through `ops.divide_no_nan`,
     # which the fast path's guard requires unpatched, so it is the backend function that is
     # replaced here); the fast path divides with `ops.divide`.
-    from keras.src import backend as backend_module
-
-    with mock.patch.object(backend_module.numpy, "divide_no_nan", side_effect=AssertionError("upstream's divisor path")):
+    numpy_module = backend_numpy()
+    with mock.patch.object(numpy_module, "divide_no_nan", side_effect=AssertionError("upstream's divisor path")):
+        with pytest.raises(AssertionError, match="upstream's divisor path"):
+            ops_module.divide_no_nan(values, values)  # the function replaced is the one ops reach
         got = loss_module.reduce_values(values)
     same(got, want)
+
+
+def backend_numpy() -> Any:
+    """The torch backend's numpy module, whose functions `ops.numpy`'s call: `backend.numpy` in
+    3.x's layout, `backend.ops.numpy` in keras-nightly's (`keras.src.backend` has no `numpy`)."""
+    from keras.src import backend as backend_module
+
+    ops_package = getattr(backend_module, "ops", None)
+    module = ops_package.numpy if hasattr(ops_package, "numpy") else backend_module.numpy
+    assert module.divide_no_nan.__module__.startswith("keras.src.backend.torch."), module
+    return module
 
 
 def test_torch_compile_traces_upstreams_divisor() -> None:

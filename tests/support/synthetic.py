@@ -358,6 +358,10 @@ def tree_files(layer: str = LAYER_V4, version: str = "3.15.1") -> dict[str, str]
         "keras/src/version.py": VERSION_PY.replace("3.15.1", version),
         "keras/src/layers/__init__.py": "",
         "keras/src/layers/layer.py": layer,
+        # Modules the series' inserted code imports and no patch anchors in (the engine looks for
+        # each module of the tree an inserted import names: `DeclaredPatch.check_imports`).
+        "keras/src/backend/common/masking.py": "def get_keras_mask(x):\n    return getattr(x, \"_keras_mask\", None)\n",
+        "keras/src/backend/common/stateless_scope.py": "def in_stateless_scope():\n    return False\n",
     }
 
 

@@ -1172,3 +1172,86 @@ def test_unmarked_pieces_and_a_second_patch_on_top() -> None:
     assert "all pieces present or none" in drift(base, twice.replace("        y = fast(x)\n", "        y = 0\n"))
     with pytest.raises(AnchorDrift):
         extension.check(sources(STACK_MODULE))  # nothing to build on
+
+
+# -- imports the inserted code makes -------------------------------------------------------------
+
+IMPORT_TEMPLATE = textwrap.dedent(
+    '''\
+    def absolute():
+        # forkgen: test-patch
+        import torch as _t
+        from numpy.linalg import norm as _norm
+
+
+        def _device():
+            from pkg.backend.core import get_device
+            return get_device()
+
+
+    def plain():
+        # forkgen: test-patch
+        import pkg.backend.core as _core
+
+
+    def relative(self):
+        # forkgen: test-patch
+        from .backend.core import get_device as _get_device
+        from . import anything as _anything
+        from ..outside import thing as _thing
+    '''
+)
+#: The tree of the package `pkg` the test patch edits: the module, its package, and the modules
+#: the pieces import (torch and numpy are not in it, and are not looked for).
+PACKAGE = {"pkg/__init__.py": "", PATH: MODULE, "pkg/backend/__init__.py": "", "pkg/backend/core.py": "def get_device(): pass\n"}
+
+
+def imports_patch(piece: str) -> DeclaredPatch:
+    edit = Append(piece) if piece != "relative" else InsertBefore(Anchor("Box.get", "return found"), piece)
+    return declare(edit, template_source=IMPORT_TEMPLATE)
+
+
+def import_drift(piece: str, tree: dict[str, str]) -> str:
+    with pytest.raises(AnchorDrift) as caught:
+        imports_patch(piece).check(Sources(tree.get))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("piece", ["absolute", "plain"])
+def test_a_module_of_the_tree_the_inserted_code_imports_must_be_in_the_tree(piece: str) -> None:
+    tree = Sources(PACKAGE.get)
+    assert imports_patch(piece).check(tree).outcome is Outcome.APPLIED
+    imports_patch(piece).apply(tree)
+    assert "pkg.backend.core" in tree.rendered()[PATH]
+    # A package, core/__init__.py, is the module too.
+    package = {k: v for k, v in PACKAGE.items() if k != "pkg/backend/core.py"} | {"pkg/backend/core/__init__.py": ""}
+    assert imports_patch(piece).check(Sources(package.get)).outcome is Outcome.APPLIED
+    # The release moved it (to pkg/backend/ops/core.py): drift at the line the piece goes to
+    # (appended: below the module's last), naming the module and the files looked for, the
+    # import the piece's own or in a def of it.
+    moved = {k: v for k, v in PACKAGE.items() if k != "pkg/backend/core.py"} | {"pkg/backend/ops/core.py": ""}
+    assert import_drift(piece, moved) == (
+        f"pkg/mod.py:{len(MODULE.splitlines()) + 1}: anchor 'pkg.backend.core': expected the module {piece} imports, "
+        "pkg/backend/core.py or pkg/backend/core/__init__.py; found neither")
+
+
+def test_relative_imports_are_resolved_from_the_files_package() -> None:
+    # `.` is pkg (its names, `anything`, are not looked for), `..outside` is outside pkg: only
+    # `.backend.core`, pkg.backend.core, is looked for.
+    tree = {**PACKAGE}
+    assert imports_patch("relative").check(Sources(tree.get)).outcome is Outcome.APPLIED
+    del tree["pkg/backend/core.py"]
+    assert import_drift("relative", tree) == (
+        "pkg/mod.py:22: anchor 'pkg.backend.core': expected the module relative imports, pkg/backend/core.py or "
+        "pkg/backend/core/__init__.py; found neither")
+
+
+def test_imports_are_not_looked_for_in_a_tree_without_the_files_package() -> None:
+    # Loose modules (a synthetic tree, a file given alone): nothing to look in.
+    assert imports_patch("absolute").check(sources(MODULE)).outcome is Outcome.APPLIED
+    assert run(imports_patch("absolute"), MODULE)[1] != MODULE
+    # Applied already: the piece is in the tree, nothing left to check.
+    tree = Sources(PACKAGE.get)
+    imports_patch("absolute").apply(tree)
+    applied = {k: v for k, v in PACKAGE.items() if k != "pkg/backend/core.py"} | tree.rendered()
+    assert imports_patch("absolute").check(Sources(applied.get)).present

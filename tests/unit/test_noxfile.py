@@ -108,9 +108,35 @@ def test_every_session_is_disposable(noxfile: ModuleType) -> None:
     import nox.registry
 
     sessions = nox.registry.get()
-    assert {"lint", "unit", "build_fork", "equivalence", "upstream_tests", "bench"} <= set(sessions)
+    assert {"lint", "unit", "build_fork", "equivalence", "nightly", "upstream_tests", "bench"} <= set(sessions)
     undisposed = [name for name, func in sessions.items() if not getattr(func.func, "forkgen_disposable", False)]
     assert undisposed == []
+
+
+def test_compat_is_a_session_of_its_own_outside_the_default_run(noxfile: ModuleType) -> None:
+    """`nox` (CI) stays within its time: the compat cells (torch and Python versions, each a
+    multi-GB install) run only when named, one session per (python, torch) cell."""
+    import nox
+    import nox.registry
+
+    assert "compat" in nox.registry.get()
+    assert not any(name.startswith("compat") for name in nox.options.sessions or [])
+    cells = noxfile.COMPAT_CELLS
+    assert len(set(cells)) == len(cells)
+    pythons = {python for python, _ in cells}
+    assert {"3.10", "3.11", "3.12", "3.13"} <= pythons
+    # Several torches on one Python, and one torch on several Pythons.
+    assert len({torch for python, torch in cells if python == "3.11"}) >= 3
+    assert all(torch.split()[0].startswith("torch==") for _, torch in cells)
+
+
+def test_a_torch_requirement_of_several_words_is_several_requirements() -> None:
+    from forkgen import requirements
+
+    assert requirements.backend("torch", "torch==2.1.0 numpy<2") == ["torch==2.1.0", "numpy<2"]
+    assert requirements.backend("torch", "torch==2.14.1") == ["torch==2.14.1"]
+    assert requirements.backend("torch") == requirements.TORCH_SPEC.split()
+    assert requirements.backend("jax", "torch==2.1.0 numpy<2") == requirements.BACKENDS["jax"]
 
 
 def test_the_session_tmpdir_is_outside_the_checkout(noxfile: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,3 +212,46 @@ def test_a_nox_run_that_ends_removes_its_environment_directory(noxfile: ModuleTy
     child, run_dir = claim_in_child(base, "end")
     assert child.wait(timeout=60) == 0
     assert sorted(p.name for p in base.iterdir()) == []  # atexit removed the directory and its lock
+
+
+def test_the_fork_on_keras_nightly_is_a_default_session(noxfile: ModuleType, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nightly` runs with every `nox` (CI's job matrix is the default sessions): the fork built on
+    the pinned keras-nightly (its sha256 verified) into the session's own directory, never
+    patched_keras/dist/, and the torch equivalence suite against that wheel; FORKGEN_NIGHTLY_VERSION
+    names another release (`latest`: the newest, what the nightly-watch workflow runs)."""
+    import nox
+
+    assert "nightly" in nox.options.sessions
+    monkeypatch.setattr(noxfile, "install_project", lambda session, *args: None)
+
+    class Recording(FakeSession):
+        posargs = ["-x"]
+
+        def __init__(self) -> None:
+            (tmp_path / "env").mkdir(exist_ok=True)
+            super().__init__(tmp_path / "env", reuse_existing=True)
+            self.ran: list[tuple[str, ...]] = []
+
+        def run(self, *args: str, **kwargs: Any) -> str:
+            self.ran.append(args)
+            return "forkgen: built\n" + str(tmp_path / "env" / "dist" / "keras_nightly-x.whl") + "\n"
+
+    def commands(version: str | None) -> list[tuple[str, ...]]:
+        if version is None:
+            monkeypatch.delenv("FORKGEN_NIGHTLY_VERSION", raising=False)
+        else:
+            monkeypatch.setenv("FORKGEN_NIGHTLY_VERSION", version)
+        session = Recording()
+        noxfile.nightly.func(session)
+        return session.ran
+
+    build, verify = commands(None)
+    assert build[:6] == ("forkgen", "build", "--distribution", "keras-nightly", "--version", noxfile.NIGHTLY_VERSION)
+    assert build[6:8] == ("--sha256", noxfile.NIGHTLY_SHA256)
+    out = Path(build[build.index("--out-dir") + 1])
+    assert out.is_relative_to(tmp_path / "env") and not out.is_relative_to(ROOT)
+    assert verify[:7] == ("forkgen", "verify", "equivalence", "--wheel", str(out / "keras_nightly-x.whl"), "--backend", "torch")
+    assert verify[-2:] == ("--", "-x")
+    latest, _ = commands("latest")
+    assert latest[4:6] == ("--version", "latest") and "--sha256" not in latest

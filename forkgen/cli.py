@@ -35,7 +35,7 @@ from forkgen.model import Pin
 EPILOG = """\
 exit codes:
   0   success
-  2   usage: bad arguments or configuration, output already present
+  2   usage: bad arguments or configuration, a directory that cannot be written, output already present
   3   fetch: the sdist could not be downloaded (no such version, index unreachable)
   4   integrity: sha256 mismatch, corrupt or unsafe archive
   5   upstream drift: an anchor is missing, not unique, or of an unknown shape
@@ -116,11 +116,13 @@ def _selected(args: argparse.Namespace, cfg: config_mod.Config) -> tuple[Patch, 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="forkgen",
-        description="Carry the CallSpec fast path on top of upstream Keras and build a drop-in keras wheel.",
+        description="Carry a series of performance patches on top of upstream Keras and build a drop-in keras wheel.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-V", "--forkgen-version", action="version", version=f"forkgen {forkgen.__version__}")
+    # `forkgen --version` (before any command) is forkgen's own; a command's `--version` is the Keras release.
+    parser.add_argument("-V", "--version", "--forkgen-version", action="version", version=f"forkgen {forkgen.__version__}",
+                        help="print forkgen's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("fetch", help="download, verify and unpack the sdist; print the source directory")
@@ -282,9 +284,25 @@ def _workspace(cfg: config_mod.Config) -> Path:
     return (cfg.path.parent if cfg.path else Path.cwd()) / "patched_keras"
 
 
+def _writable(path: Path, option: str) -> Path:
+    """`path`, checked as a directory this run writes into, before it downloads or analyzes anything."""
+    return config_mod.validate_dir(path, option)
+
+
+def _cache_dir(args: argparse.Namespace) -> Path:
+    """The download cache of this run (`--cache-dir`, else the default one), checked."""
+    if args.cache_dir is not None:
+        return _writable(args.cache_dir, "--cache-dir")
+    return config_mod.validate_dir(
+        default_cache_dir(), "the download cache",
+        hint="pass --cache-dir, or set FORKGEN_CACHE_DIR, to a directory you can write to",
+    )
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
-    source = fetch(_pin(args, cfg), args.cache_dir or default_cache_dir())
+    cache_dir = _cache_dir(args)
+    source = fetch(_pin(args, cfg), cache_dir)
     print(source.root)
     return EXIT_OK
 
@@ -320,7 +338,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    tree = patch.apply(args.src, args.out, _selected(args, config_mod.load(args.config)))
+    selected = _selected(args, config_mod.load(args.config))
+    if not (args.out.exists() or args.out.is_symlink()):  # one that exists is refused by `patch.apply`
+        _writable(args.out, "--out")
+    tree = patch.apply(args.src, args.out, selected)
     if not tree.changed:
         print("already patched: nothing changed", file=sys.stderr)
     print(tree.root)
@@ -329,18 +350,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
+    workspace = _writable(_workspace(cfg), "the workspace (patched_keras/ beside the configuration)")
+    out_dir = _writable(args.out_dir, "--out-dir") if args.out_dir else workspace / "dist"
+    cache_dir = _cache_dir(args) if args.source is None else None  # a local tree is not fetched
     version = None
     if args.source is not None and args.release is None:
         version_py = args.source / VERSION_PY
         if version_py.is_file():
             version = read_version(version_py.read_text(encoding="utf-8"))
     pin = _pin(args, cfg, version=version)
-    workspace = _workspace(cfg)
     built = pipeline.build_fork(
         pin,
-        cache_dir=args.cache_dir or default_cache_dir(),
+        cache_dir=cache_dir,
         workspace=workspace,
-        out_dir=args.out_dir or workspace / "dist",
+        out_dir=out_dir,
         source_root=args.source,
         overlay=cfg.overlay,
         isolated=args.isolated_build,
@@ -359,7 +382,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    result = publish_mod.publish(args.wheels, args.index_dir)
+    result = publish_mod.publish(args.wheels, _writable(args.index_dir, "--index-dir"))
     print(result.index_dir / "simple")
     return EXIT_OK
 
@@ -374,14 +397,16 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     summary_path = args.summary or _workspace(cfg) / "rebase" / "summary.md"
     distribution = args.distribution or cfg.pin.distribution
     try:
+        workspace = _writable(_workspace(cfg), "the workspace (patched_keras/ beside the configuration)")
+        cache_dir = _cache_dir(args)
         version = _version(requested, args.distribution, cfg)
         target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
         summary = rebase_mod.rebase(
             target,
             cfg.pin,
             cfg.path,
-            cache_dir=args.cache_dir or default_cache_dir(),
-            workspace=_workspace(cfg),
+            cache_dir=cache_dir,
+            workspace=workspace,
             overlay=cfg.overlay,
             torch_spec=args.torch_spec or os.environ.get("FORKGEN_TORCH_SPEC", requirements.TORCH_SPEC),
             verify=not args.no_verify,
@@ -425,15 +450,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
     if not args.wheel.is_file():
         raise UsageError(f"{args.wheel} does not exist", hint="build it: `forkgen build` (or `nox -s build_fork`)")
+    reports = _writable(args.reports, "--reports") if args.reports else _writable(_workspace(cfg) / "verify", "the reports directory")
+    if args.work_dir is not None:
+        _writable(args.work_dir, "--work-dir")
     upstream_src = args.upstream_src
     if upstream_src is None:
         release = verify.release_of(args.wheel)
         if release.sdist_sha256 is None:
             raise UsageError(f"{args.wheel.name} was built from a local tree", hint="give that tree with --upstream-src")
-        upstream_src = fetch(Pin(release.distribution, release.version, release.sdist_sha256),
-                             args.cache_dir or default_cache_dir()).root
+        upstream_src = fetch(Pin(release.distribution, release.version, release.sdist_sha256), _cache_dir(args)).root
     suites = ["equivalence", "upstream"] if args.suite == "all" else [args.suite]
-    reports = args.reports or _workspace(cfg) / "verify"
     keep = os.environ.get("FORKGEN_KEEP_VENVS") == "1"
     with contextlib.ExitStack() as stack:
         work = args.work_dir

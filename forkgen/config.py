@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,21 +57,73 @@ def validate_sha256(value: str, where: str) -> str:
 
 #: `--version latest`: the newest release the index serves (for keras-nightly, the default).
 LATEST = "latest"
+#: The major Keras release the patches are written for; earlier ones are refused up front.
+KERAS_MAJOR = 3
 
 
 def validate_version(value: str, where: str) -> str:
     """`value` as a normalised PEP 440 version, before it reaches a path or a pip argument.
 
     Normalising means `3.15.1` stays `3.15.1` and `v3.15.1` becomes `3.15.1`; anything that is
-    not a version (`3.15.1; x`, `../../evil`, an empty string) is a usage error.
+    not a version (`3.15.1; x`, `../../evil`, an empty string) is a usage error, and so is a
+    release before Keras 3 (`2.15.0`): the patches are written against Keras 3's code, so it is
+    refused here rather than reported as upstream drift after a download.
     """
     try:
-        return str(Version(value))
+        version = Version(value)
     except (InvalidVersion, TypeError):
         raise UsageError(
             f"{where}: {value!r} is not a PEP 440 version",
             hint="give a release such as 3.15.1 (or `latest`)",
         ) from None
+    if version.major < KERAS_MAJOR:
+        raise UsageError(
+            f"{where}: {value!r} is a Keras {version.major} release; the patches are for Keras {KERAS_MAJOR} only",
+            hint=f"give a Keras {KERAS_MAJOR} release such as 3.15.1 (or `latest`)",
+        )
+    return str(version)
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why no file can be created in `directory` (None: one can). Creating one is the only test
+    that holds for root, /proc and read-only mounts alike; it is removed at once."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".forkgen-probe-", dir=directory)
+    except OSError as error:
+        return error.strerror or str(error)
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def validate_dir(path: Path, where: str, hint: str | None = None) -> Path:
+    """`path` as a directory forkgen writes into, checked before any work begins: an existing
+    directory that a file can be created in, or a missing one whose nearest existing parent is
+    such a directory (the run creates it). Anything else (a file, a path under a file, /proc, no
+    permission) is a usage error naming `where` (the option, or what the default is) and the path.
+    """
+    hint = hint or f"give {where} a directory you can write to (it is created if missing)"
+    absolute = path.absolute()
+    for candidate in (absolute, *absolute.parents):
+        try:
+            mode = candidate.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            if candidate.is_symlink():
+                raise UsageError(f"{where} {path}: {candidate} is a broken symbolic link", hint=hint) from None
+            continue
+        except OSError as error:
+            raise UsageError(f"{where} {path}: cannot reach {candidate} ({error.strerror})", hint=hint) from None
+        if not stat.S_ISDIR(mode):
+            what = "is a file, not a directory" if stat.S_ISREG(mode) else "is not a directory"
+            raise UsageError(
+                f"{where} {path} {what}" if candidate == absolute else f"{where} {path}: {candidate} {what}",
+                hint=hint,
+            )
+        problem = _unwritable(candidate)
+        if problem is not None:
+            raise UsageError(f"{where} {path}: cannot write in {candidate} ({problem})", hint=hint)
+        return path
+    raise UsageError(f"{where} {path}: no part of it exists", hint=hint)  # not reached: / exists
 
 
 def validate_label(value: str, where: str) -> str:

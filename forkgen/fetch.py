@@ -20,19 +20,37 @@ from pathlib import Path, PurePosixPath
 from forkgen import index, locking
 from forkgen.cmd import log
 from forkgen.config import validate_version
-from forkgen.errors import IntegrityError
+from forkgen.errors import IntegrityError, UsageError
 from forkgen.model import Pin, Source
 
 _COMPLETE = ".forkgen-complete"
 
 
 def default_cache_dir() -> Path:
-    """`$FORKGEN_CACHE_DIR`, else `$XDG_CACHE_HOME/forkgen`, else `~/.cache/forkgen`."""
+    """`$FORKGEN_CACHE_DIR`, else `$XDG_CACHE_HOME/forkgen`, else `~/.cache/forkgen`.
+
+    The last one only where the home directory exists: forkgen does not create a home directory
+    (`HOME=/nonexistent`, a service account's), it asks for a cache directory instead.
+    """
     explicit = os.environ.get("FORKGEN_CACHE_DIR")
     if explicit:
         return Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "forkgen"
+    if xdg:
+        return Path(xdg) / "forkgen"
+    hint = "pass --cache-dir, or set FORKGEN_CACHE_DIR (or XDG_CACHE_HOME) to a directory you can write to"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        raise UsageError("the default download cache is under the home directory, and there is none "
+                         "($HOME is unset and the user has no home in the password database)", hint=hint) from None
+    if not home.is_dir():
+        what = "does not exist" if not home.exists() else "is not a directory"
+        raise UsageError(
+            f"the default download cache {home / '.cache' / 'forkgen'} is under the home directory {home}, which {what}",
+            hint=hint,
+        )
+    return home / ".cache" / "forkgen"
 
 
 def sha256_of(path: Path) -> str:
@@ -195,6 +213,46 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+def _data_mode(mode: int) -> int:
+    """A regular file's mode as tarfile's `data` filter sets it: no setuid, setgid or sticky
+    bit, no group or other write; the user may read and write; execute bits only where the
+    user's is set."""
+    mode &= 0o755
+    if not mode & 0o100:
+        mode &= ~0o111
+    return mode | 0o600
+
+
+def _extract_as_data(tar: tarfile.TarFile, members: list[tarfile.TarInfo], directory: Path) -> None:
+    """What `extractall(filter="data")` does, for the Pythons that lack the filter.
+
+    The members passed `_check_member`: regular files and directories at relative, '..'-free
+    paths, no links, no devices. Files get `_data_mode` and their mtime, directories the
+    default mode and their mtime, nothing gets the archive's owner; a path that would resolve
+    outside `directory` is refused, as the filter refuses it.
+    """
+    root = directory.resolve()
+    directories: list[tuple[Path, tarfile.TarInfo]] = []
+    for member in members:
+        target = root.joinpath(*PurePosixPath(member.name).parts)
+        if not target.resolve().is_relative_to(root):
+            raise IntegrityError(f"unsafe archive member {member.name!r}: outside the destination")
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            directories.append((target, member))
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        content = tar.extractfile(member)
+        if content is None:  # not reached: _check_member lets regular files through only
+            raise IntegrityError(f"unsafe archive member {member.name!r}: not a regular file")
+        with content, target.open("wb") as out:
+            shutil.copyfileobj(content, out)
+        os.chmod(target, _data_mode(member.mode))
+        os.utime(target, (member.mtime, member.mtime))
+    for target, member in reversed(directories):  # after their files, which change their mtime
+        os.utime(target, (member.mtime, member.mtime))
+
+
 def _extract(archive: Path, directory: Path) -> str:
     """Extract the checked members of `archive` into `directory`; return its top-level directory."""
     try:
@@ -205,7 +263,10 @@ def _extract(archive: Path, directory: Path) -> str:
                 top = _check_member(member, top)
             if top is None:
                 raise IntegrityError(f"archive {archive.name} is empty")
-            tar.extractall(directory, members=members, filter="data")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(directory, members=members, filter="data")
+            else:  # Python < 3.11.4 (Debian 12's 3.11.2): no extraction filters
+                _extract_as_data(tar, members, directory)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
         raise IntegrityError(
             f"archive {archive} is corrupt or unreadable: {error}",

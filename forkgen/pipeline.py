@@ -16,7 +16,7 @@ from forkgen import build as build_stage
 from forkgen import locking, patch
 from forkgen.cmd import log
 from forkgen.errors import UsageError
-from forkgen.fetch import fetch
+from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Analysis, PatchedTree, Pin, Source, Wheel
 
 
@@ -48,7 +48,7 @@ def check_source_outside(source_root: Path, workspace: Path, out_dir: Path) -> N
 def build_fork(
     pin: Pin,
     *,
-    cache_dir: Path,
+    cache_dir: Path | None,
     workspace: Path,
     out_dir: Path,
     source_root: Path | None = None,
@@ -60,7 +60,8 @@ def build_fork(
     """Fetch (or take `source_root`), analyze, apply and build into `out_dir`.
 
     The patched tree is written to `workspace/build/<name>`; `on_stage` is told the name of
-    each stage as it starts ("fetch", "analyze", "apply", "build").
+    each stage as it starts ("fetch", "analyze", "apply", "build"). `cache_dir` None: the
+    default download cache (not used with `source_root`).
     """
     started = time.monotonic()
     stage = on_stage or (lambda name: None)
@@ -70,7 +71,7 @@ def build_fork(
     source: Source | None = None
     if source_root is None:
         log(f"[1/4] fetch {pin.distribution}=={pin.version}")
-        source = fetch(pin, cache_dir)
+        source = fetch(pin, cache_dir if cache_dir is not None else default_cache_dir())
         source_root = source.root
     else:
         log(f"[1/4] fetch skipped: building from the local tree {source_root} (no sdist sha256 in the provenance)")

@@ -52,6 +52,13 @@ def parse_module(source: str) -> dict[str, Any]:
 
 def read_wheel(path: Path) -> dict[str, Any]:
     """Provenance and metadata of the wheel at `path`."""
+    if path.is_dir():
+        wheels = sorted(path.glob("*.whl"))
+        raise UsageError(
+            f"{path} is a directory; a wheel file (.whl) is expected",
+            hint=f"give the wheel's own path, e.g. {wheels[0]}" if wheels
+            else "give the path of a .whl file (`forkgen build` prints the one it built)",
+        )
     if not path.is_file():
         raise UsageError(f"{path} does not exist")
     try:
@@ -174,7 +181,9 @@ class Inspection:
             *(f"  {name} {version}" for name, version in sorted(data.get("codemods", {}).items())),
             f"forkgen:          {data.get('forkgen_version')}",
             f"codemods digest:  {data.get('codemods_digest', 'not recorded (built before forkgen 0.3)')}",
-            f"built at:         {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')})",
+            f"file times:       {data.get('build_timestamp')} (SOURCE_DATE_EPOCH {data.get('source_date_epoch')}, "
+            + ("the newest file of the sdist" if upstream.get("sdist") else "fixed for a wheel built from a local tree")
+            + "; when the wheel was built is not recorded: the build is reproducible)",
             *(f"patched:          {path} sha256 {digest}" for path, digest in sorted(data.get("patched_files", {}).items())),
         ]
         return "\n".join(lines)

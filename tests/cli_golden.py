@@ -112,7 +112,9 @@ def scenarios() -> dict[str, Callable[[], str]]:
             return "".join(run(root, *a) for a in (
                 ["analyze", missing], ["analyze", missing, "--json"], ["analyze", str(empty), "--json"],
                 ["report", missing, "--json"], ["report", str(empty)], ["outdated", "--config", str(root / "nopin.toml"), "--json"],
-                ["inspect", missing], ["build", "--source", missing], ["series", "--without-patch", "no-such-patch"]))
+                ["inspect", missing], ["build", "--source", missing], ["series", "--without-patch", "no-such-patch"],
+                ["inspect", str(empty)], ["fetch", "--version", "2.15.0"], ["build", "--out-dir", str(root / "pyproject.toml")],
+                ["fetch", "--cache-dir", str(root / "pyproject.toml" / "cache")], ["publish", missing, "--index-dir", "/proc/index"]))
 
     def series() -> str:
         with project() as root:

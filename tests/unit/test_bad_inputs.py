@@ -3,14 +3,17 @@ that nothing was read or written where it should not be (offline, synthetic tree
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from forkgen import cli, pipeline, rebase
+from forkgen import cli, index, patch, pipeline, rebase
 from forkgen.errors import EXIT_DRIFT, EXIT_INTEGRITY, EXIT_USAGE
 from tests.support.fake_index import FakeIndex, File, keras_sdist, serve
 from tests.support.synthetic import sdist_bytes, sha256, tree_files, write_tree
@@ -43,6 +46,15 @@ def not_keras(root: Path) -> Path:
     (root / "project").mkdir(parents=True)
     (root / "project" / "README.md").write_text("not Keras\n")
     return root / "project"
+
+
+def a_file(root: Path) -> Path:
+    path = root / "a-file"
+    path.write_text("not a directory\n")
+    return path
+
+
+PINNED = ["--version", "3.15.1", "--sha256", "0" * 64]
 
 
 def pyproject(root: Path, version: str) -> Path:
@@ -88,6 +100,47 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
      "--config does not apply to `forkgen publish`"),
     ("--config given to compare-tests", lambda t: ["compare-tests", "a.xml", "b.xml", "--config", "x.toml"], EXIT_USAGE,
      "--config does not apply to `forkgen compare-tests`"),
+    # Keras 2: refused before any download, not reported as upstream drift after one.
+    ("Keras 2 release", lambda t: ["fetch", "--version", "2.15.0"], EXIT_USAGE,
+     "--version: '2.15.0' is a Keras 2 release; the patches are for Keras 3 only"),
+    ("Keras 2 release, build", lambda t: ["build", "--version", "2.15.0"], EXIT_USAGE, "'2.15.0' is a Keras 2 release"),
+    ("Keras 2 release, rebase", lambda t: ["rebase", "2.15.0", "--config", str(pyproject(t, "3.15.1"))], EXIT_USAGE,
+     "'2.15.0' is a Keras 2 release"),
+    ("pinned Keras 2 release", lambda t: ["fetch", "--config", str(pyproject(t, "2.15.0"))], EXIT_USAGE,
+     "[tool.forkgen] version: '2.15.0' is a Keras 2 release"),
+    # Directories forkgen would write into that no one can: refused up front, naming the path.
+    ("build --out-dir that is a file", lambda t: ["build", *PINNED, "--out-dir", str(a_file(t))], EXIT_USAGE,
+     "a-file is a file, not a directory"),
+    ("build --out-dir under a file", lambda t: ["build", *PINNED, "--out-dir", str(a_file(t) / "dist")], EXIT_USAGE,
+     "dist: {t}/a-file is a file, not a directory"),
+    ("build --out-dir under /proc", lambda t: ["build", *PINNED, "--out-dir", "/proc/forkgen-dist"], EXIT_USAGE,
+     "--out-dir /proc/forkgen-dist: cannot write in /proc ("),
+    ("build --source, --out-dir under /proc",
+     lambda t: ["build", "--source", str(write_tree(t / "src")), "--out-dir", "/proc/forkgen-dist"], EXIT_USAGE,
+     "--out-dir /proc/forkgen-dist: cannot write in /proc ("),
+    ("fetch --cache-dir /etc/passwd", lambda t: ["fetch", *PINNED, "--cache-dir", "/etc/passwd"], EXIT_USAGE,
+     "--cache-dir /etc/passwd is a file, not a directory"),
+    ("fetch --cache-dir under /proc", lambda t: ["fetch", *PINNED, "--cache-dir", "/proc/forkgen-cache"], EXIT_USAGE,
+     "--cache-dir /proc/forkgen-cache: cannot write in /proc ("),
+    ("build --cache-dir that is a file", lambda t: ["build", *PINNED, "--cache-dir", str(a_file(t))], EXIT_USAGE,
+     "--cache-dir {t}/a-file is a file, not a directory"),
+    ("rebase --cache-dir that is a file",
+     lambda t: ["rebase", "3.15.2", "--cache-dir", str(a_file(t)), "--config", str(pyproject(t, "3.15.1"))], EXIT_USAGE,
+     "--cache-dir {t}/a-file is a file, not a directory"),
+    ("verify --work-dir that is a file",
+     lambda t: ["verify", "equivalence", "--wheel", str(wheel(t / "w", "x = 1\n")), "--upstream-src", str(t),
+                "--work-dir", str(a_file(t))], EXIT_USAGE, "--work-dir {t}/a-file is a file, not a directory"),
+    ("verify --reports under /proc",
+     lambda t: ["verify", "equivalence", "--wheel", str(wheel(t / "w", "x = 1\n")), "--upstream-src", str(t),
+                "--reports", "/proc/forkgen-reports"], EXIT_USAGE, "--reports /proc/forkgen-reports: cannot write in /proc"),
+    ("publish --index-dir that is a file",
+     lambda t: ["publish", str(wheel(t / "a", "x = 1\n")), "--index-dir", str(a_file(t))], EXIT_USAGE,
+     "--index-dir {t}/a-file is a file, not a directory"),
+    ("publish --index-dir under /proc",
+     lambda t: ["publish", str(wheel(t / "a", "x = 1\n")), "--index-dir", "/proc/forkgen-index"], EXIT_USAGE,
+     "--index-dir /proc/forkgen-index: cannot write in /proc ("),
+    ("apply --out under a file", lambda t: ["apply", str(write_tree(t / "src")), "--out", str(a_file(t) / "out")],
+     EXIT_USAGE, "out: {t}/a-file is a file, not a directory"),
 ]
 
 
@@ -98,12 +151,73 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: Cal
     before = snapshot(tmp_path.parent)
     assert cli.main(args) == code
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-2].startswith("error: ") and message in err[-2], err
+    assert err[-2].startswith("error: ") and message.format(t=tmp_path) in err[-2], err
     assert err[-1].startswith("hint: ")
     # Refused before anything was read or written: no cache, no workspace, no output, nothing outside.
     assert snapshot(tmp_path.parent) == before
     assert not (tmp_path / "cache").exists()
     assert not (tmp_path / "index").exists() and not (tmp_path / "out").exists()
+
+
+BAD_PATHS = [c for c in CASES if "/proc" in c[0] or "a file" in c[0] or "/etc/passwd" in c[0]]
+
+
+@pytest.mark.parametrize("argv", [c[1] for c in BAD_PATHS], ids=[c[0] for c in BAD_PATHS])
+def test_a_bad_directory_is_refused_before_any_download_or_analysis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: Callable[[Path], list[str]]
+) -> None:
+    args = argv(tmp_path)
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ran before the directory was checked")
+
+    for module, name in ((index, "pip_index_config"), (index, "latest_version"), (pipeline, "fetch"), (cli, "fetch"),
+                         (patch, "analyze"), (patch, "analyze_series"), (patch, "apply")):
+        monkeypatch.setattr(module, name, never)
+    assert cli.main(args) == EXIT_USAGE  # what ran first would be an internal error (70)
+    assert "ran before" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["fetch", *PINNED], ["build", *PINNED], ["rebase", "3.15.2"]])
+def test_a_home_that_does_not_exist_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    home = tmp_path / "nonexistent"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("FORKGEN_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    extra = ["--config", str(pyproject(tmp_path, "3.15.1"))] if command[0] == "rebase" else []
+    before = snapshot(tmp_path)
+    assert cli.main([*command, *extra]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"error: the default download cache {home}/.cache/forkgen is under the home directory {home}, " \
+           "which does not exist" in err
+    assert "hint: pass --cache-dir, or set FORKGEN_CACHE_DIR" in err
+    assert not home.exists() and snapshot(tmp_path) == before
+
+
+def test_a_directory_without_write_permission_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root every directory is writable: a user's missing permission is stood in for where
+    forkgen probes it, by creating a file there."""
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    real = tempfile.mkstemp
+
+    def mkstemp(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        if Path(kwargs["dir"]) in (index_dir, tmp_path / "out"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    first = wheel(tmp_path / "a", "x = 1\n")
+    assert cli.main(["publish", str(first), "--index-dir", str(index_dir)]) == EXIT_USAGE
+    assert f"error: --index-dir {index_dir}: cannot write in {index_dir} (Permission denied)" in capsys.readouterr().err
+    (tmp_path / "out").mkdir()
+    assert cli.main(["build", *PINNED, "--out-dir", str(tmp_path / "out" / "dist")]) == EXIT_USAGE
+    assert f"--out-dir {tmp_path}/out/dist: cannot write in {tmp_path}/out (Permission denied)" in capsys.readouterr().err
+    assert list(index_dir.iterdir()) == [] and not (tmp_path / "cache").exists()
 
 
 def test_a_source_inside_the_workspace_is_not_deleted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import forkgen
 from codemods import series
 from forkgen import cli, pipeline
 from forkgen.errors import (
@@ -143,6 +146,23 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert caught.value.code == EXIT_USAGE
 
 
+@pytest.mark.parametrize("flag", ["--version", "-V", "--forkgen-version"])
+def test_forkgen_version_before_any_command_is_forkgens(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        cli.main([flag])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == f"forkgen {forkgen.__version__}\n"
+
+
+def test_a_commands_version_is_the_keras_release(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.make_parser().parse_args(["build", "--version", "3.14.1"]).release == "3.14.1"
+    code, out, err = run(capsys, "fetch", "--version", "2.15.0")  # a release, validated as one
+    assert code == EXIT_USAGE and out == "" and "'2.15.0' is a Keras 2 release" in err
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "-V, --version, --forkgen-version" in capsys.readouterr().out
+
+
 def test_internal_errors_are_exit_70_without_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,7 +197,41 @@ def test_build_from_a_local_tree_and_inspect(tmp_path: Path, capsys: pytest.Capt
     assert provenance["training_fast_path"] is True
     code, out, _ = run(capsys, "inspect", str(wheel))
     assert code == 0 and "CallSpec variant: V4" in out and "training fast path: yes" in out
+    assert "built at" not in out
+    assert f"file times:       {provenance['build_timestamp']} (SOURCE_DATE_EPOCH {provenance['source_date_epoch']}, " \
+           "fixed for a wheel built from a local tree; when the wheel was built is not recorded" in out
     assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [wheel.name]  # no build leftovers
+
+
+def test_inspect_says_what_the_time_it_prints_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The wheel's time is the sdist's newest file (a reproducible build), not when it was built."""
+    data = sdist_bytes()
+    archive = tmp_path / "cache/sdists/keras/3.15.1/keras-3.15.1.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(data)
+    code, out, err = run(capsys, "build", "--version", "3.15.1", "--sha256", sha256(data), "--out-dir", str(tmp_path / "dist"))
+    assert code == 0, err
+    wheel = Path(out.strip().splitlines()[-1])
+    with tarfile.open(archive) as tar:
+        newest = max(int(m.mtime) for m in tar.getmembers())
+    code, out, _ = run(capsys, "inspect", str(wheel))
+    stamp = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat()
+    assert code == 0 and "built at" not in out
+    assert f"file times:       {stamp} (SOURCE_DATE_EPOCH {newest}, the newest file of the sdist; " \
+           "when the wheel was built is not recorded: the build is reproducible)" in out
+    with zipfile.ZipFile(wheel) as built:  # what the line says: every entry of the wheel has that time
+        assert {info.date_time for info in built.infolist()} == {dt.datetime.fromtimestamp(newest, dt.UTC).timetuple()[:6]}
+
+
+def test_inspect_of_a_directory_says_a_wheel_file_is_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "dist").mkdir()
+    code, _, err = run(capsys, "inspect", str(tmp_path / "dist"))
+    assert code == EXIT_USAGE
+    assert f"error: {tmp_path / 'dist'} is a directory; a wheel file (.whl) is expected" in err
+    assert "does not exist" not in err and "hint: give the path of a .whl file" in err
+    (tmp_path / "dist" / "keras-3.15.1+x.1-py3-none-any.whl").write_bytes(b"")
+    code, _, err = run(capsys, "inspect", str(tmp_path / "dist"))
+    assert code == EXIT_USAGE and f"hint: give the wheel's own path, e.g. {tmp_path / 'dist'}/keras-3.15.1+x.1-py3-none-any.whl" in err
 
 
 def test_build_without_the_extension(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,7 +285,7 @@ def test_build_failure_is_exit_6(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_python_dash_m_forkgen_is_the_cli(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "forkgen", "fetch", "--version", "0.0.404", "--sha256", "0" * 64,
+        [sys.executable, "-m", "forkgen", "fetch", "--version", "3.99.404", "--sha256", "0" * 64,
          "--cache-dir", str(tmp_path / "c")],
         capture_output=True, text=True, env={**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "1"},
     )

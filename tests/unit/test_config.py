@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +74,71 @@ def test_label_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ('distribution = "keras"', 'distribution = "tensorflow"', "distribution must be"),
         ('version = "3.15.1"\n', "", "missing version"),
         ("[tool.forkgen]", "[tool.forkgen", "invalid TOML"),
+        ('version = "3.15.1"', 'version = "2.15.0"', "'2.15.0' is a Keras 2 release; the patches are for Keras 3 only"),
     ],
 )
 def test_bad_pins_are_usage_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         config.load(write(tmp_path, PYPROJECT.replace(old, new)))
+
+
+@pytest.mark.parametrize("version", ["2.15.0", "2.16.0rc0", "1.2.2", "v2.15.0", "2.19.0.dev2025010103"])
+def test_a_release_before_keras_3_is_refused_up_front(version: str) -> None:
+    with pytest.raises(UsageError, match=r"is a Keras [12] release; the patches are for Keras 3 only") as caught:
+        config.validate_version(version, "--version")
+    assert caught.value.message.startswith("--version: ")
+    with pytest.raises(UsageError, match="for Keras 3 only"):
+        config.resolve_pin(config.Config(path=None, pin=None, overlay=None), version=version)
+
+
+@pytest.mark.parametrize("version", ["3.0.0", "3.15.1", "3.16.0.dev2026102704", "4.0.0"])
+def test_keras_3_and_later_releases_pass(version: str) -> None:
+    assert config.validate_version(version, "--version") == version
+
+
+def test_validate_dir_accepts_a_writable_directory_or_one_to_create(tmp_path: Path) -> None:
+    assert config.validate_dir(tmp_path, "--out-dir") == tmp_path
+    missing = tmp_path / "a" / "b"
+    assert config.validate_dir(missing, "--out-dir") == missing
+    assert list(tmp_path.iterdir()) == []  # checked, not created, and the probe is gone
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda t: t / "file", "--out-dir {t}/file is a file, not a directory"),
+        (lambda t: t / "file" / "below", "--out-dir {t}/file/below: {t}/file is a file, not a directory"),
+        (lambda t: Path("/proc/forkgen-out"), "--out-dir /proc/forkgen-out: cannot write in /proc ("),
+        (lambda t: Path("/dev/null"), "--out-dir /dev/null is not a directory"),
+    ],
+    ids=["a file", "under a file", "under /proc", "a device"],
+)
+def test_validate_dir_refuses_what_no_one_can_write_into(
+    tmp_path: Path, make: Callable[[Path], Path], message: str
+) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError) as caught:
+        config.validate_dir(make(tmp_path), "--out-dir")
+    assert caught.value.message.startswith(message.format(t=tmp_path)), caught.value.message
+    assert "--out-dir a directory you can write to" in caught.value.hint
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["the directory", "its parent"])
+def test_validate_dir_refuses_a_directory_without_write_permission(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exists: bool
+) -> None:
+    """root may write anywhere: what a user without permission meets is stood in for at the probe."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = tempfile.mkstemp
+
+    def mkstemp(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        if Path(kwargs["dir"]) == locked:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    target = locked if exists else locked / "index"
+    with pytest.raises(UsageError, match=rf"--index-dir {target}: cannot write in {locked} \(Permission denied\)"):
+        config.validate_dir(target, "--index-dir")
+    assert list(locked.iterdir()) == []

@@ -98,6 +98,100 @@ def test_malformed_archives_are_refused(tmp_path: Path, data: bytes, message: st
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+# -- Pythons without tarfile's extraction filters (before 3.11.4; Debian 12's is 3.11.2) ----
+
+
+@pytest.fixture
+def without_filters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tarfile as Python 3.11.2 has it: no `data_filter`, and `extractall` takes no `filter`."""
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    original = tarfile.TarFile.extractall
+
+    def extractall(self: tarfile.TarFile, path: str | os.PathLike[str] = ".",
+                   members: object = None, *, numeric_owner: bool = False, **unknown: object) -> None:
+        if unknown:
+            raise TypeError(f"TarFile.extractall() got an unexpected keyword argument {next(iter(unknown))!r}")
+        original(self, path, members, numeric_owner=numeric_owner)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", extractall)
+
+
+def owned(name: str, mode: int, mtime: int, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
+    info = member(name, kind)
+    info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = mode, mtime, 4242, 4243, "someone", "others"
+    return info
+
+
+#: name -> (mode in the archive, the mode tarfile's `data` filter gives it)
+MODES = {
+    "keras-1/setuid.py": (0o4777, 0o755),
+    "keras-1/pkg/group_writable.py": (0o664, 0o644),
+    "keras-1/pkg/read_only.txt": (0o444, 0o644),
+    "keras-1/pkg/group_exec_only.sh": (0o070, 0o640),
+    "keras-1/pkg/private.sh": (0o700, 0o700),
+}
+MODED = tar_with(
+    (owned("keras-1", 0o777, 1_600_000_000, tarfile.DIRTYPE), None),
+    (owned("keras-1/pkg", 0o2777, 1_600_000_001, tarfile.DIRTYPE), None),
+    *((owned(name, mode, 1_600_000_002 + i), name.encode()) for i, (name, (mode, _)) in enumerate(MODES.items())),
+)
+
+
+def unpacked(root: Path) -> dict[str, tuple[bytes | None, int, int, int, int]]:
+    """Every path under `root`: its content (None for a directory), mode, owner and mtime."""
+    tree = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        content = None if path.is_dir() else path.read_bytes()
+        mode = st.st_mode & 0o7777 if path.is_file() else -1  # directories: the default mode
+        tree[path.relative_to(root).as_posix()] = (content, mode, st.st_uid, st.st_gid, int(st.st_mtime))
+    return tree
+
+
+def test_an_sdist_unpacks_on_a_python_without_extraction_filters(tmp_path: Path, without_filters: None) -> None:
+    archive = tmp_path / "moded.tar.gz"
+    archive.write_bytes(MODED)
+    root = unpack(archive, tmp_path / "cache" / "tree")
+    tree = unpacked(root.parent)
+    for name, (_, expected) in MODES.items():
+        content, mode, uid, gid, mtime = tree[name]
+        assert content == name.encode() and mode == expected, name
+        assert (uid, gid) == (os.geteuid(), os.getegid()), "the archive's owner (4242) must not be set"
+    assert tree["keras-1"][4] == 1_600_000_000 and tree["keras-1/pkg"][4] == 1_600_000_001
+    assert tree["keras-1/setuid.py"][4] == 1_600_000_002
+
+
+def test_without_extraction_filters_the_tree_is_the_data_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where this Python has the filter: the fallback unpacks exactly what `filter="data"` does."""
+    if not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python has no extraction filters to compare with")
+    archive = tmp_path / "moded.tar.gz"
+    archive.write_bytes(MODED)
+    with_filter = unpack(archive, tmp_path / "filtered" / "tree").parent
+    monkeypatch.delattr(tarfile, "data_filter")
+    fallback = unpack(archive, tmp_path / "fallback" / "tree").parent
+    assert unpacked(fallback) == unpacked(with_filter)
+
+
+@pytest.mark.parametrize("name", list(UNSAFE))
+def test_unsafe_members_are_refused_without_extraction_filters(
+    tmp_path: Path, name: str, without_filters: None
+) -> None:
+    test_unsafe_members_are_refused_and_leave_nothing(tmp_path, name)
+
+
+def test_a_cached_sdist_is_fetched_on_a_python_without_extraction_filters(
+    tmp_path: Path, offline: None, without_filters: None
+) -> None:
+    seed_cache(tmp_path)
+    source = fetch(PIN, tmp_path)
+    with tarfile.open(source.archive) as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert {p.relative_to(source.root).as_posix(): p.read_bytes() for p in source.root.rglob("*") if p.is_file()} == files
+
+
 # -- the cache -------------------------------------------------------------------------------
 
 SDIST = sdist_bytes()
@@ -275,8 +369,8 @@ def test_unpinned_cached_archive_without_a_record_is_downloaded_again(tmp_path: 
 
 
 def test_missing_release_is_a_fetch_error(tmp_path: Path, keras_index: FakeIndex) -> None:
-    with pytest.raises(FetchError, match=r"found no sdist \(\.tar\.gz\) of keras==0\.0\.404"):
-        fetch(Pin("keras", "0.0.404", None), tmp_path)
+    with pytest.raises(FetchError, match=r"found no sdist \(\.tar\.gz\) of keras==3\.99\.404"):
+        fetch(Pin("keras", "3.99.404", None), tmp_path)
 
 
 @pytest.mark.parametrize("version", ["../../evil", "3.15.1/../../x", "3.15.1; rm -rf /", ""])

@@ -1,4 +1,4 @@
-"""forkgen: carry the CallSpec fast path on top of upstream Keras, without a textual diff."""
+"""forkgen: carry a series of performance patches on top of upstream Keras, without a textual diff."""
 
 from __future__ import annotations
 

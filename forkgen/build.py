@@ -25,6 +25,7 @@ from codemods.stamp_version import (
     stamp_version,
 )
 from forkgen import locking
+from forkgen import overlay as overlay_readme
 from forkgen.cmd import log, run, tail
 from forkgen.errors import BuildError, UpstreamDriftError, UsageError
 from forkgen.fetch import sha256_of
@@ -107,6 +108,10 @@ def _stage(tree: PatchedTree, staging: Path, pin: Pin, version: str,
                 target = staging / item.relative_to(overlay)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(item, target)
+        readme = overlay / overlay_readme.README
+        if readme.is_file():  # the long description: what changes with the series is generated
+            text = overlay_readme.fill(readme.read_text(encoding="utf-8"), provenance)
+            (staging / overlay_readme.README).write_text(text, encoding="utf-8")
 
 
 def _normalise_wheel(path: Path, epoch: int) -> None:

@@ -65,7 +65,11 @@ def test_release_watch() -> None:
     pull_request = index_of(workflow, "gh pr create")
     assert rebase < matrix < pull_request
     pr_script = scripts(workflow)[pull_request]
-    assert "git add pyproject.toml COMPATIBILITY.md" in pr_script and '--body-file "$SUMMARY"' in pr_script
+    assert "git add pyproject.toml COMPATIBILITY.md README.md docs/serving.md" in pr_script
+    assert '--body-file "$SUMMARY"' in pr_script
+    # the documented install commands move with the pin (tests/unit/test_docs.py), before the commit
+    documented = index_of(workflow, "keras==")
+    assert rebase < documented < pull_request and "PREVIOUS" in scripts(workflow)[documented]
     assert "--summary" in scripts(workflow)[rebase]
     issue = scripts(workflow)[index_of(workflow, "gh issue create")]
     assert "gh issue list --label" in issue and "gh issue edit" in issue  # one issue, updated
@@ -86,3 +90,11 @@ def test_nightly_watch_publishes_nothing() -> None:
     for publishing in ("gh pr", "git push", "git commit", "forkgen publish", "twine"):
         assert publishing not in text
     assert "GITHUB_STEP_SUMMARY" in text and "gh issue create" in text and "gh issue list --label" in text
+
+
+def test_nightly_watch_runs_the_nightly_session_on_the_newest_nightly() -> None:
+    """The scheduled run of `nox -s nightly` (every push runs it on the pinned nightly) takes the
+    newest keras-nightly."""
+    workflow = load("nightly-watch.yml")
+    [step] = [s for s in steps(workflow) if "nox -s nightly" in s.get("run", "")]
+    assert step["env"]["FORKGEN_NIGHTLY_VERSION"] == "latest"

@@ -23,8 +23,13 @@ BACKENDS: dict[str, list[str]] = {
 
 
 def backend(name: str, torch_spec: str | None = None) -> list[str]:
-    """What backend `name` needs installed; `torch_spec` replaces the torch requirement."""
-    return [torch_spec] if name == "torch" and torch_spec else list(BACKENDS[name])
+    """What backend `name` needs installed; `torch_spec` replaces the torch requirement.
+
+    A torch requirement (`torch_spec` or FORKGEN_TORCH_SPEC) of several words is several
+    requirements: "torch==2.1.0 numpy<2" (torch before 2.3 was built against NumPy 1)."""
+    if name == "torch":
+        return (torch_spec or TORCH_SPEC).split()
+    return list(BACKENDS[name])
 
 
 #: What Keras imports without declaring it: 3.0-3.3's torch backend imports `packaging`

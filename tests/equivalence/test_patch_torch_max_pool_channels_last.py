@@ -198,7 +198,8 @@ def test_a_dense_input_is_pooled_in_place_without_autograd(shape: tuple[int, ...
 def test_bfloat16_keeps_upstreams_copy() -> None:
     # torch 2.13's channels_last CPU kernel for bfloat16 writes a NaN of its own (0xFFFF, sign bit
     # set) where the default-layout kernel passes the input's on (0x7FC0), at least in its
-    # vectorised path (16 channels here): bfloat16 is copied.
+    # vectorised path (16 channels here): bfloat16 is copied, whatever the installed torch's
+    # kernels do (the NaNs sit where they sit in both layouts; their bits may differ).
     def make() -> Any:
         return layout((2, 6, 6, 16), "dense", "bfloat16", SPECIAL)
 
@@ -206,7 +207,7 @@ def test_bfloat16_keeps_upstreams_copy() -> None:
         view = torch.permute(make(), (0, 3, 1, 2))
         ours = tnn.max_pool2d(view, 2)
         theirs = tnn.max_pool2d(view.contiguous(), 2)
-        assert torch.isnan(ours).equal(torch.isnan(theirs)) and bits(ours.contiguous()) != bits(theirs)
+        assert torch.isnan(ours).equal(torch.isnan(theirs))
         with pooled_inputs() as seen:
             nn.max_pool(make(), 2)
     assert seen[0].is_contiguous() and not seen[0].is_contiguous(memory_format=torch.channels_last)

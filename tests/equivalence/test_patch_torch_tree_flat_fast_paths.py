@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.equivalence import upstream
+from tests.equivalence import pytree_proof, upstream
 from tests.equivalence.helpers import patch_applied
 
 NAME = "torch-tree-flat-fast-paths"
@@ -159,12 +159,37 @@ FLAT = containers(LEAVES)
 NESTED = st.recursive(LEAVES, containers, max_leaves=10)
 
 
-def test_the_fast_paths_are_on_exactly_with_the_torch_they_were_proven_on() -> None:
-    # The gate holds for torch 2.13.0's pytree (the sources the proof read) and for no other:
-    # with another torch (FORKGEN_TORCH_SPEC) the branches stay off and upstream's body runs.
-    on = torch.__version__.startswith("2.13.0")
-    assert impl._FORKGEN_NODE_TYPE_IS_TYPE is True
-    assert impl._FORKGEN_FLAT_FAST_PATHS is on
+def test_the_fast_paths_are_on_exactly_with_the_pytree_they_were_proven_on() -> None:
+    # On iff the node-type gate is, the installed torch's `tree_flatten`, `tree_map`, ...,
+    # `TreeSpec.unflatten` and list/tuple/dict flatten functions are the sources the proof read
+    # (their digests in the codemod, tests/equivalence/pytree_proof.py), and `SUPPORTED_NODES`
+    # maps list, tuple and dict to those functions: whatever torch's version, the branches run
+    # with every torch that has that pytree and stay off (upstream's body runs) with any other.
+    namespace = vars(torch_tree)
+    nodes_are_torchs = all(
+        kind in torch_tree.SUPPORTED_NODES
+        and getattr(torch_tree.SUPPORTED_NODES[kind], "flatten_fn", None) is namespace.get(f"{prefix}_flatten")
+        and getattr(torch_tree.SUPPORTED_NODES[kind], "unflatten_fn", None) is namespace.get(f"{prefix}_unflatten")
+        for kind, prefix in ((list, "_list"), (tuple, "_tuple"), (dict, "_dict"))
+    )
+    proven = pytree_proof.has_proven_sources(torch_tree, "torch_tree_flat_fast_paths")
+    expected = impl._FORKGEN_NODE_TYPE_IS_TYPE and proven and nodes_are_torchs
+    assert impl._FORKGEN_FLAT_FAST_PATHS is expected
+
+
+def test_the_gate_decides_whether_torch_walks_a_flat_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Measured: with the gate on, a flat list of leaves is answered without torch's
+    # `tree_flatten`/`tree_map`; with it off, upstream's body calls them.
+    calls: list[str] = []
+    for name in ("tree_flatten", "tree_map"):
+        original = getattr(torch_tree, name)
+        monkeypatch.setattr(torch_tree, name, lambda *a, _o=original, _n=name, **k: calls.append(_n) or _o(*a, **k))
+    assert impl.flatten([1, 2.5, "s"]) == [1, 2.5, "s"]
+    assert impl.map_structure(lambda x: x, [1, 2]) == [1, 2]
+    if impl._FORKGEN_FLAT_FAST_PATHS:
+        assert calls == []
+    else:
+        assert {"tree_flatten", "tree_map"} <= set(calls)
 
 
 def impl_flatten(structure: Any) -> Any:

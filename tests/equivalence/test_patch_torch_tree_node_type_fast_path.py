@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.equivalence import upstream
+from tests.equivalence import pytree_proof, upstream
 from tests.equivalence.helpers import patch_applied
 
 NAME = "torch-tree-node-type-fast-path"
@@ -141,11 +141,25 @@ def test_the_patch_is_in() -> None:
     assert f"# forkgen: {NAME}" not in upstream.upstream_source(impl)
 
 
-def test_the_gate_is_on_with_torch_2_13() -> None:
-    # The fast path must be live here, or the comparisons below would test upstream's line only.
-    assert torch.__version__.split("+")[0] == "2.13.0"
-    assert impl._FORKGEN_NODE_TYPE_IS_TYPE is True
-    assert impl._forkgen_node_type_is_type() is True
+def test_the_gate_is_on_exactly_when_torch_has_the_proven_node_type_function() -> None:
+    # On iff the installed torch's `_get_node_type` and `is_namedtuple_class` are the sources the
+    # proof read (their digests in the codemod, tests/equivalence/pytree_proof.py) and nothing in
+    # `_pytree` shadows the builtins they call: the fast path is live on every torch that has them
+    # (else the comparisons below would test upstream's line only), off on any other.
+    proven = pytree_proof.has_proven_sources(torch_tree, "torch_tree_node_type_fast_path")
+    shadowed = any(name in vars(torch_tree) for name in ("type", "isinstance", "issubclass", "tuple"))
+    expected = proven and not shadowed
+    assert impl._FORKGEN_NODE_TYPE_IS_TYPE is expected
+    assert impl._forkgen_node_type_is_type() is expected
+
+
+def test_where_the_gate_is_on_torch_computes_the_node_type_the_fast_path_assumes() -> None:
+    # The fast path answers `type(x) in SUPPORTED_NODES` for every x whose type is no tuple's:
+    # measured here, torch's own `_get_node_type` gives `type(x)` for each such object.
+    if not impl._FORKGEN_NODE_TYPE_IS_TYPE:
+        pytest.skip("the gate is off with this torch: upstream's line answers (the tests below compare it with itself)")
+    objects = [x for x in fixed_objects() if not issubclass(type(x), tuple)]
+    assert objects and all(torch_tree._get_node_type(x) is type(x) for x in objects)
 
 
 def test_fixed_objects_answer_like_upstream() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from codemods.callspec_fast_path.variants import LAYER_PY
-from forkgen import config, patch
+from forkgen import config, overlay, patch, provenance
 from forkgen.errors import EXIT_FETCH, EXIT_INTEGRITY
 from forkgen.fetch import default_cache_dir, fetch
 from forkgen.model import Source
@@ -136,6 +136,8 @@ def test_two_builds_of_the_pin_are_byte_identical(tmp_path: Path) -> None:
     second = build(tmp_path / "elsewhere" / "two", 0o077)
     assert first.name == second.name and first.parent != second.parent
     assert first.read_bytes() == second.read_bytes()
-    with zipfile.ZipFile(first) as wheel:  # the overlay README is the long description
+    with zipfile.ZipFile(first) as wheel:  # the overlay README, filled from the series, is the long description
         metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")))
-    assert (ROOT / "patched_keras" / "overlay" / "README.md").read_bytes().strip() in metadata
+    readme = (ROOT / "patched_keras" / "overlay" / "README.md").read_text(encoding="utf-8")
+    filled = overlay.fill(readme, provenance.read_wheel(first))
+    assert filled != readme and filled.strip().encode("utf-8") in metadata

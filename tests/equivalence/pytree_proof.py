@@ -69,3 +69,16 @@ def has_proven_sources(torch_tree: Any, package: str) -> bool:
     """Whether the installed torch's `_pytree` has the sources the gate of `package` was proven on."""
     proof = proven_digests(package)
     return installed_digests(torch_tree, sorted(proof)) == proof
+
+
+def deregister_pytree_node(torch_tree: Any, cls: type) -> None:
+    """Undo `torch_tree.register_pytree_node(cls, ...)`: torch's `_deregister_pytree_node` where
+    the installed torch has it (2.4 on), else the Python registry's entries taken out by hand
+    (what `is_nested`, `flatten` and `map_structure` consult; the C++ pytree's, where optree
+    registered it too, stays: no test here reads it)."""
+    remove = getattr(torch_tree, "_deregister_pytree_node", None)
+    if remove is not None:
+        remove(cls)
+        return
+    torch_tree.SUPPORTED_NODES.pop(cls)
+    getattr(torch_tree, "SUPPORTED_SERIALIZED_TYPES", {}).pop(cls, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import keras
 import numpy as np
@@ -135,21 +136,26 @@ def upstream_probe_in_a_graph() -> Callable[..., Any]:
     return probed
 
 
-def test_compiled_attention_has_no_graph_break_and_equals_eager() -> None:
+def test_compiled_attention_has_no_graph_break_at_the_probe_and_equals_eager() -> None:
     query, key, value = (t.transpose(1, 2) for t in qkv(2))
     eager = attention(query, key, value)
-    assert graph_breaks(attention, query, key, value) == []
+    ours = graph_breaks(attention, query, key, value)
+    # What breaks the graph on this torch besides the probe: attention with no probe at all
+    # (torch 2.13 and 2.14: nothing; 2.3's dynamo breaks elsewhere in the attention path too).
+    with mock.patch.object(nn, "_can_use_flash_attention", lambda *args, **kwargs: False):
+        without_probe = graph_breaks(attention, query, key, value)
+    assert len(ours) == len(without_probe), (ours, without_probe)
     torch._dynamo.reset()
-    compiled = torch.compile(attention, fullgraph=True, backend="eager")(query, key, value)
+    compiled = torch.compile(attention, fullgraph=not without_probe, backend="eager")(query, key, value)
     torch.testing.assert_close(compiled, eager)  # float32: rtol 1.3e-6, atol 1e-5, as torch's tests
     torch._dynamo.reset()
-    # Upstream breaks under compile exactly when this torch's dynamo cannot trace its probe
-    # (measured on the probe alone: torch 2.13's cannot build SDPAParams; a later one may): then
-    # the fork removes a break, else both compile to one graph.
+    # Upstream breaks at the probe exactly when this torch's dynamo cannot trace the probe
+    # (measured on the probe alone: torch 2.13's cannot build SDPAParams; 2.14's can): then the
+    # fork has one break fewer per call, else the same graphs.
     probe_breaks = graph_breaks(upstream_probe_in_a_graph(), query, key, value)
     with upstream.upstream(nn, "_can_use_flash_attention"):
         upstream_breaks = graph_breaks(attention, query, key, value)
-    assert bool(upstream_breaks) is bool(probe_breaks), (upstream_breaks, probe_breaks)
+    assert (len(upstream_breaks) > len(ours)) is bool(probe_breaks), (upstream_breaks, ours, probe_breaks)
 
 
 def test_an_explicit_flash_request_still_raises_while_compiling() -> None:

@@ -336,4 +336,4 @@ def test_a_type_registered_at_run_time_is_seen_at_once() -> None:
             mapped = map_structure(lambda x: x * 10, [Box(1), 2])
             assert type(mapped[0]) is Box and mapped[0].items == [10] and mapped[1] == 20
     finally:
-        torch_tree._deregister_pytree_node(Box)
+        pytree_proof.deregister_pytree_node(torch_tree, Box)

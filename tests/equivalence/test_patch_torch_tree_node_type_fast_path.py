@@ -177,7 +177,7 @@ def test_a_type_registered_later_is_nested_at_once() -> None:
     try:
         assert impl.is_nested(Registered()) is True is reference(Registered())
     finally:
-        torch_tree._deregister_pytree_node(Registered)
+        pytree_proof.deregister_pytree_node(torch_tree, Registered)
     assert impl.is_nested(Registered()) is False
 
 

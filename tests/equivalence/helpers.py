@@ -369,3 +369,50 @@ def run_twins(
         results.append((outcome, recorder))
     (on, fast_recorder), (off, slow_recorder) = results
     return Twins(on, off, fast_recorder, slow_recorder)
+
+
+@dataclass
+class Compiled:
+    """What `torch.compile` made of one call (see `compiled`)."""
+
+    #: Whether `fullgraph=True` traced the call (dynamo could put all of it in one graph).
+    fullgraph: bool
+    #: The frames dynamo compiled without `fullgraph` (each graph break starts another).
+    frames: int
+    #: The ops in those frames' graphs.
+    ops: int
+    #: What the call without `fullgraph` returned.
+    result: Any
+
+    def no_worse_than(self, reference: Compiled) -> None:
+        """The call compiles no worse than `reference` (the same call with a patch switched off,
+        under the same torch): one graph wherever the reference is one graph, and never more
+        frames. What a torch's dynamo can trace is measured, not assumed: the reference shows it."""
+        assert self.fullgraph or not reference.fullgraph, "the reference traces as one graph, this does not"
+        assert self.frames <= reference.frames, (self.frames, reference.frames)
+
+
+def compiled(fn: Callable[..., Any], *args: Any, prepare: Callable[[], None] | None = None) -> Compiled:
+    """`fn(*args)` under `torch.compile` (backend "eager") twice, from a reset dynamo each time:
+    with `fullgraph=True` (did it trace as one graph?) and with dynamo's own counter (frames,
+    ops, the result). `prepare` runs before each (to clear a cache the traced code fills)."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    try:
+        torch._dynamo.reset()
+        if prepare is not None:
+            prepare()
+        try:
+            torch.compile(fn, fullgraph=True, backend="eager")(*args)
+            fullgraph = True
+        except torch._dynamo.exc.Unsupported:
+            fullgraph = False
+        torch._dynamo.reset()
+        if prepare is not None:
+            prepare()
+        counter = CompileCounter()
+        result = torch.compile(fn, backend=counter)(*args)
+        return Compiled(fullgraph, int(counter.frame_count), int(counter.op_count), result)
+    finally:
+        torch._dynamo.reset()

@@ -338,3 +338,30 @@ def test_generated_lookups_answer_like_upstream(
         compare(kind, values, name, default, set_to_default)
     finally:
         global_state.GLOBAL_STATE_TRACKER = saved
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile: torch backend only")
+def test_compiled_lookups_trace_no_worse_than_upstreams() -> None:
+    """Under `torch.compile`, look-ups (a hit, a miss with a default, a miss) compile no worse
+    than upstream's under this torch (one graph wherever upstream's is one graph, never more
+    frames), and answer as eager ones do."""
+    import torch
+
+    from tests.equivalence.helpers import compiled
+
+    global_state.set_global_attribute("forkgen_compiled_hit", 2)
+
+    def lookups(x: Any) -> Any:
+        hit = global_state.get_global_attribute("forkgen_compiled_hit")
+        default = global_state.get_global_attribute("forkgen_compiled_missing", 3)
+        missing = global_state.get_global_attribute("forkgen_compiled_missing")
+        return x * hit + default + (0 if missing is None else 100)
+
+    try:
+        fork = compiled(lookups, torch.ones(2))
+        with upstream.upstream(global_state, "get_global_attribute"):
+            theirs = compiled(lookups, torch.ones(2))
+    finally:
+        global_state.set_global_attribute("forkgen_compiled_hit", None)
+    fork.no_worse_than(theirs)
+    assert torch.equal(fork.result, theirs.result) and torch.equal(fork.result, torch.full((2,), 5.0))

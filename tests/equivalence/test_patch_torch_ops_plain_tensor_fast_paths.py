@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.equivalence import upstream
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import compiled, patch_applied
 
 NAME = "torch-ops-plain-tensor-fast-paths"
 APPLIED = patch_applied(NAME)
@@ -362,11 +362,9 @@ def test_combinations(a: str, b: str, kind_a: str, kind_b: str, grad: bool, cast
         keras.config.set_floatx(previous)
 
 
-def test_torch_compile_traces_the_fast_path_without_breaks() -> None:
-    """Dynamo traces the fast path as it traces upstream's body: one graph, no break, the same
-    result."""
-    import torch._dynamo
-
+def test_torch_compile_traces_the_fast_path_as_upstreams_body() -> None:
+    """Dynamo traces the fast path no worse than upstream's body under this torch: one graph
+    wherever upstream's is one graph, never more frames, the same result."""
     layer = dense()
     einsum_layer = keras.layers.EinsumDense("ab,bc->ac", output_shape=3)
     einsum_layer.build((None, 4))
@@ -374,15 +372,11 @@ def test_torch_compile_traces_the_fast_path_without_breaks() -> None:
     def step(x: Any) -> Any:
         return tnp.matmul(x, layer.kernel) + tnp.einsum("ab,bc->ac", x, einsum_layer.kernel)
 
-    def explain() -> tuple[int, int, Any]:
-        torch._dynamo.reset()
-        tnp._forkgen_places.clear()
-        explained = torch._dynamo.explain(step)(torch.ones(2, 4))
-        torch._dynamo.reset()
-        return explained.graph_count, explained.graph_break_count, step(torch.ones(2, 4))
-
-    patched = explain()
+    # Eager first: the layers' other caches filled (dense-kernel-fast-path's per class), only
+    # this patch's table of places left empty (as in a process whose first op is compiled).
+    step(torch.ones(2, 4))
+    patched = compiled(step, torch.ones(2, 4), prepare=tnp._forkgen_places.clear)
     with upstream.upstream(tnp, "matmul"), upstream.upstream(tnp, "einsum"):
-        reference = explain()
-    assert patched[:2] == reference[:2] == (1, 0)
-    assert torch.equal(patched[2], reference[2])
+        reference = compiled(step, torch.ones(2, 4), prepare=tnp._forkgen_places.clear)
+    patched.no_worse_than(reference)
+    assert torch.equal(patched.result, reference.result)

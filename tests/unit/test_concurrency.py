@@ -51,9 +51,14 @@ class Project:
         return [sys.executable, *runner, *argv]
 
     def start(self, *argv: str, killer: tuple[str, str] | None = None) -> subprocess.Popen[str]:
+        # Ctrl-C as a terminal delivers it: a shell that starts a job in the background without
+        # job control (`cmd &` in a script) sets SIGINT to ignored for everything below it, and
+        # Python started with SIGINT ignored installs no KeyboardInterrupt handler; such a run
+        # of the suite would otherwise see a waiter that Ctrl-C cannot stop.
         return subprocess.Popen(
             self.command(*argv, killer=killer), cwd=self.root, env=self.env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def build(self, killer: tuple[str, str] | None = None) -> subprocess.Popen[str]:

@@ -284,15 +284,15 @@ def _workspace(cfg: config_mod.Config) -> Path:
     return (cfg.path.parent if cfg.path else Path.cwd()) / "patched_keras"
 
 
-def _writable(path: Path, option: str) -> Path:
-    """`path`, checked as a directory this run writes into, before it downloads or analyzes anything."""
-    return config_mod.validate_dir(path, option)
+def _checked_workspace(cfg: config_mod.Config) -> Path:
+    """The workspace, checked as a directory this run writes into, before it downloads or analyzes anything."""
+    return config_mod.validate_dir(_workspace(cfg), "the workspace (patched_keras/ beside the configuration)")
 
 
 def _cache_dir(args: argparse.Namespace) -> Path:
     """The download cache of this run (`--cache-dir`, else the default one), checked."""
     if args.cache_dir is not None:
-        return _writable(args.cache_dir, "--cache-dir")
+        return config_mod.validate_dir(args.cache_dir, "--cache-dir")
     return config_mod.validate_dir(
         default_cache_dir(), "the download cache",
         hint="pass --cache-dir, or set FORKGEN_CACHE_DIR, to a directory you can write to",
@@ -340,7 +340,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     selected = _selected(args, config_mod.load(args.config))
     if not (args.out.exists() or args.out.is_symlink()):  # one that exists is refused by `patch.apply`
-        _writable(args.out, "--out")
+        config_mod.validate_dir(args.out, "--out")
     tree = patch.apply(args.src, args.out, selected)
     if not tree.changed:
         print("already patched: nothing changed", file=sys.stderr)
@@ -350,8 +350,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
-    workspace = _writable(_workspace(cfg), "the workspace (patched_keras/ beside the configuration)")
-    out_dir = _writable(args.out_dir, "--out-dir") if args.out_dir else workspace / "dist"
+    workspace = _checked_workspace(cfg)
+    out_dir = config_mod.validate_dir(args.out_dir, "--out-dir") if args.out_dir else workspace / "dist"
     cache_dir = _cache_dir(args) if args.source is None else None  # a local tree is not fetched
     version = None
     if args.source is not None and args.release is None:
@@ -382,7 +382,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    result = publish_mod.publish(args.wheels, _writable(args.index_dir, "--index-dir"))
+    result = publish_mod.publish(args.wheels, config_mod.validate_dir(args.index_dir, "--index-dir"))
     print(result.index_dir / "simple")
     return EXIT_OK
 
@@ -397,7 +397,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     summary_path = args.summary or _workspace(cfg) / "rebase" / "summary.md"
     distribution = args.distribution or cfg.pin.distribution
     try:
-        workspace = _writable(_workspace(cfg), "the workspace (patched_keras/ beside the configuration)")
+        workspace = _checked_workspace(cfg)
         cache_dir = _cache_dir(args)
         version = _version(requested, args.distribution, cfg)
         target = config_mod.resolve_pin(cfg, distribution=args.distribution, version=version, sha256=args.sha256)
@@ -450,9 +450,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config)
     if not args.wheel.is_file():
         raise UsageError(f"{args.wheel} does not exist", hint="build it: `forkgen build` (or `nox -s build_fork`)")
-    reports = _writable(args.reports, "--reports") if args.reports else _writable(_workspace(cfg) / "verify", "the reports directory")
+    reports = config_mod.validate_dir(args.reports, "--reports") if args.reports else config_mod.validate_dir(_workspace(cfg) / "verify", "the reports directory")
     if args.work_dir is not None:
-        _writable(args.work_dir, "--work-dir")
+        config_mod.validate_dir(args.work_dir, "--work-dir")
     upstream_src = args.upstream_src
     if upstream_src is None:
         release = verify.release_of(args.wheel)

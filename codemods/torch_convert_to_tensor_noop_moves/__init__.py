@@ -13,6 +13,15 @@ would return `x` itself, with a cheaper test, and otherwise makes the same call:
   upstream's path untouched;
 - only while no torch-function mode is active (a mode sees every `.to()` call; it is asked
   before `.device` / `.dtype` are read, which a mode would see too);
+- only in eager code: while dynamo traces `convert_to_tensor` (`torch.compiler.is_dynamo_compiling()`,
+  which dynamo answers True as it traces, bound once as `_forkgen_compiling`; `bool`, whose call
+  is False, where torch has none) both moves are upstream's. Dynamo before torch 2.5 cannot
+  trace the mode test (2.3 and 2.4 graph-break at it, "torch.* op returned non-Tensor bool"), and
+  a traced graph gains nothing from a skipped no-op; so a compiled step records upstream's moves
+  and splits where upstream's splits, on every torch (version 2; version 1 tested the mode while
+  traced: 12 frames against upstream's 11 on torch 2.3.0, 21 against 4 on 2.4.0). The test costs
+  about 0.02 us a call in eager code (a 4-layer Dense MLP: no change beyond the noise of
+  interleaved runs);
 - the device move: only for a str `device` whose `torch.device(device)` equals `x.device`, and
   only when that names one device: "cpu" or a device with an index ("cuda:0"). An index-less
   "cuda"/"mps"/"xpu" means the *current* device of that kind, which torch resolves at call
@@ -54,12 +63,12 @@ FUNCTION = "convert_to_tensor"
 DEVICE_MOVE = "x = x.to(device)"
 DTYPE_MOVE = "x = x.to(to_torch_dtype(dtype))"
 #: The builtins the inserted code calls: core.py must not bind these names at module level.
-BUILTINS = ("type", "str", "len", "Exception")
+BUILTINS = ("type", "str", "len", "Exception", "getattr", "bool")
 
 
 class TorchConvertToTensorNoopMoves(DeclaredPatch):
     name = "torch-convert-to-tensor-noop-moves"
-    version = "1"
+    version = "2"
     headers = Headers(
         description="torch convert_to_tensor skips its `.to(device)` and `.to(dtype)` calls exactly where "
         "torch would return the tensor itself.",
@@ -67,7 +76,7 @@ class TorchConvertToTensorNoopMoves(DeclaredPatch):
         bug="https://github.com/keras-team/keras/issues/22561",
         forwarded="not-needed",
         applied_upstream=None,
-        last_update="2026-12-01",
+        last_update="2026-12-07",
     )
     files = (TORCH_CORE_PY,)
     moved = TORCH_CORE_MOVED

@@ -42,6 +42,10 @@ _FORKGEN_TORCH_DEVICES = {{}}
 
 
 {MARK}
+_forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool
+
+
+{MARK}
 def _forkgen_torch_device(device):
     \"\"\"What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
     the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
@@ -64,6 +68,7 @@ DEVICE_TEST = (
     "if (\n"
     "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
     "    or type(device) is not str\n"
+    "    or _forkgen_compiling()\n"
     "    or torch._C._is_torch_function_mode_enabled()\n"
     "    or x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))\n"
     "):\n"
@@ -73,6 +78,7 @@ DTYPE_TEST = (
     f"_forkgen_dtype = to_torch_dtype(dtype)  {MARK}\n"
     "if (\n"
     "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
+    "    or _forkgen_compiling()\n"
     "    or torch._C._is_torch_function_mode_enabled()\n"
     "    or x.dtype is not _forkgen_dtype\n"
     "):\n"
@@ -102,7 +108,7 @@ NIGHTLY = BEFORE.replace(
 )
 assert NIGHTLY != BEFORE
 NIGHTLY_AFTER = _after(NIGHTLY, 12)
-assert AFTER.count(MARK) == NIGHTLY_AFTER.count(MARK) == 4
+assert AFTER.count(MARK) == NIGHTLY_AFTER.count(MARK) == 5
 
 
 DEVICE = "                x = x.to(device)\n"
@@ -139,6 +145,10 @@ CASES = (
            "anchor '_FORKGEN_TORCH_DEVICES': expected names free for module_level (forkgen's helper); found already bound"),
     _drift("helper name taken", "import torch\n", "import torch\n\n\ndef _forkgen_torch_device(d):\n    return d\n",
            "anchor '_forkgen_torch_device': expected names free for module_level"),
+    _drift("compiling name taken", "import torch\n", "import torch\n\n_forkgen_compiling = None\n",
+           "anchor '_forkgen_compiling': expected names free for module_level (forkgen's helper); found already bound"),
+    _drift("getattr shadowed", "import torch\n", "import torch\nfrom builtins import len as getattr\n",
+           "anchor 'getattr': expected the builtin (the inserted code calls it); found a module-level binding"),
     _drift("type shadowed", "import torch\n", "import torch\nfrom builtins import len as type\n",
            "anchor 'type': expected the builtin (the inserted code calls it); found a module-level binding"),
     _drift("local name taken", "        device = get_device()\n", "        device = get_device()\n        _forkgen_dtype = None\n",
@@ -154,7 +164,13 @@ CASES = (
 MUTANTS = (
     Mutant("a device's index ignored (\"cpu:0\" taken for \"cpu\", no copy)",
            "        parsed = torch.device(device)\n", "        parsed = torch.device(device.split(\":\")[0])\n"),
+    Mutant("the device move skipped while dynamo traces too (the graph loses upstream's move)",
+           "        or type(device) is not str\n        or _forkgen_compiling()\n",
+           "        or type(device) is not str\n"),
+    Mutant("the cast skipped while dynamo traces too",
+           "        or _forkgen_compiling()\n        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
+           "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n"),
     Mutant("the cast skipped under a torch-function mode too",
-           "        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
-           "        or x.dtype is not _forkgen_dtype\n"),
+           "        or _forkgen_compiling()\n        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
+           "        or _forkgen_compiling()\n        or x.dtype is not _forkgen_dtype\n"),
 )

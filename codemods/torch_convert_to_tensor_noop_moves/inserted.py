@@ -11,7 +11,10 @@ Each `.to()` is skipped only where torch would return `x` itself (aten's `to_wil
 dtype, same device after `ensure_has_index`, no copy, memory format preserved): for a plain
 `torch.Tensor` or `torch.nn.Parameter` (a subclass may override `.to` or `__torch_function__`),
 with no torch-function mode active (a mode sees every `.to()` call, and every `.device` /
-`.dtype` read, so those are not read either while one is active).
+`.dtype` read, so those are not read either while one is active), and not while dynamo traces
+the function (`torch.compiler.is_dynamo_compiling()`, which dynamo answers True as it traces and which
+is False in eager code): dynamo before torch 2.5 cannot trace the mode test (a graph break at
+each call), so a traced call records upstream's moves, on every torch.
 """
 # ruff: noqa
 
@@ -22,6 +25,10 @@ with no torch-function mode active (a mode sees every `.to()` call, and every `.
 def module_level():
     # forkgen: torch-convert-to-tensor-noop-moves
     _FORKGEN_TORCH_DEVICES = {}
+
+
+    # forkgen: torch-convert-to-tensor-noop-moves
+    _forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool
 
 
     # forkgen: torch-convert-to-tensor-noop-moves
@@ -48,6 +55,7 @@ def device_move(x, device):
     if (
         (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)
         or type(device) is not str
+        or _forkgen_compiling()
         or torch._C._is_torch_function_mode_enabled()
         or x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))
     ):
@@ -60,6 +68,7 @@ def dtype_move(x, dtype):
     _forkgen_dtype = to_torch_dtype(dtype)  # forkgen: torch-convert-to-tensor-noop-moves
     if (
         (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)
+        or _forkgen_compiling()
         or torch._C._is_torch_function_mode_enabled()
         or x.dtype is not _forkgen_dtype
     ):

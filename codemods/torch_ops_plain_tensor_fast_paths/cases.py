@@ -123,6 +123,8 @@ MUTANTS = (
            "_FORKGEN_MATMUL_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16))"),
     Mutant("mixed dtypes taken", "            elif value.dtype is not dtype:\n                return None\n",
            "            elif False:\n                return None\n"),
+    Mutant("the fast paths taken while dynamo traces too",
+           "            or _forkgen_compiling()\n", ""),
     Mutant("a variable's value read without the guards",
            "                    not isinstance(value, _forkgen_variable)\n"
            "                    or kind.value is not _forkgen_value\n",

@@ -19,6 +19,7 @@ def module_level():
     _forkgen_value = _forkgen_variable.value
     _forkgen_maybe_autocast = _forkgen_variable._maybe_autocast
     _forkgen_places = {}
+    _forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool
     _forkgen_tensor = torch.Tensor
     _forkgen_parameter = torch.nn.Parameter
     _forkgen_cpu = torch.device("cpu")
@@ -52,6 +53,7 @@ def module_level():
         if (
             not values
             or convert_to_tensor is not _forkgen_convert_to_tensor
+            or _forkgen_compiling()
             or torch._C._is_torch_function_mode_enabled()
         ):
             return None

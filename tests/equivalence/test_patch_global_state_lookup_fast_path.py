@@ -347,8 +347,9 @@ def test_compiled_lookups_trace_no_worse_than_upstreams() -> None:
     frames), and answer as eager ones do."""
     import torch
 
-    from tests.equivalence.helpers import compiled
+    from tests.equivalence.helpers import compiled, require_dynamo_reading_keras_state
 
+    require_dynamo_reading_keras_state()
     global_state.set_global_attribute("forkgen_compiled_hit", 2)
 
     def lookups(x: Any) -> Any:

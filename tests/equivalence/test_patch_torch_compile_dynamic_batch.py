@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tests.equivalence import upstream
-from tests.equivalence.helpers import patch_applied
+from tests.equivalence.helpers import patch_applied, require_dynamo_reading_keras_state
 
 NAME = "torch-compile-dynamic-batch"
 APPLIED = patch_applied(NAME)
@@ -136,6 +136,7 @@ def model() -> Any:
 
 
 def test_a_compiled_train_step_takes_a_third_batch_size_without_recompiling() -> None:
+    require_dynamo_reading_keras_state()
     rng = np.random.default_rng(9)
     batches = [(rng.standard_normal((n, 3)).astype("float32"), rng.standard_normal((n, 2)).astype("float32"))
                for n in (4, 5, 6)]

@@ -138,6 +138,19 @@ def test_the_fast_path_is_taken_for_layers_ops() -> None:
     assert tnp.cast.__code__ in python_calls(lambda: tnp.matmul(tensor("float16"), tensor("float16").T))
 
 
+def test_while_dynamo_traces_the_body_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While dynamo traces (`torch.compiler.is_dynamo_compiling()` True, stood in for here), matmul
+    and einsum run upstream's body, with the same results."""
+    layer = dense()
+    x = tensor("float32")
+    assert tnp._forkgen_compiling() is False
+    monkeypatch.setattr(tnp, "_forkgen_compiling", lambda: True)
+    for run in (lambda: tnp.matmul(x, layer.kernel), lambda: tnp.einsum("ab,bc->ac", x, layer.kernel)):
+        assert tnp.convert_to_tensor.__code__ in python_calls(run)
+    compare("matmul", x, layer.kernel)
+    compare("einsum", "ab,bc->ac", x, layer.kernel)
+
+
 @pytest.mark.parametrize("a", DTYPES)
 @pytest.mark.parametrize("b", DTYPES)
 def test_matmul_dtypes(a: str, b: str) -> None:

@@ -49,7 +49,7 @@ def _patched(patches: Sequence[Patch]) -> str:
 def test_the_synthetic_tree_file_takes_both_patches_in_series_order() -> None:
     for patches in ([PATCH], [DEVICE_PATCH, PATCH]):
         patched = _patched(patches)
-        assert patched.count(MARK) == 4
+        assert patched.count(MARK) == 5
         assert PATCH.check(Sources(lambda p, text=patched: text if p == CORE else None)).present
 
 

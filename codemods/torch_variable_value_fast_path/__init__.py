@@ -50,7 +50,14 @@ names rebound to another module.
 
 TorchDynamo: the getter's comment says `super()` cannot be used there; the fast path calls
 nothing but `type`, `dict.get` and comparisons, which Dynamo traces (and a graph break would
-fall back to eager, not change results).
+fall back to eager, not change results). `get_autocast_scope` is read as an attribute of the
+module `_maybe_autocast` belongs to (`sys.modules[_maybe_autocast.__module__]`, captured at
+import: the module whose dict is the function's globals), not by subscripting that dict
+(version 1): dynamo installs its compiled and resume functions as globals of the modules whose
+frames it compiles, and torch 2.5's dynamo guarded a subscripted globals dict on its length, so
+each compile that grew it recompiled the others (a train step on a third batch size: 5 new
+graphs with version 1, 0 with version 2 on torch 2.5.0). A module attribute is guarded by
+identity, on every torch.
 
 Applies from Keras 3.5.0 (`since`): 3.0.0-3.4.1's getter has another shape (no closure, no
 meta stub). No switch: the fast path keeps no state and returns what the body would return.
@@ -87,12 +94,12 @@ def get_device():
 
 class TorchVariableValueFastPath(DeclaredPatch):
     name = "torch-variable-value-fast-path"
-    version = "1"
+    version = "2"
     headers = Headers(
         description="torch Variable.value returns self._value straight away when no stateless scope, no "
         "autocast scope (or an autocast=False variable) and a non-meta str device leave the body nothing to do.",
         origin="ours", bug="https://github.com/keras-team/keras/issues/22561",
-        forwarded="not-needed", applied_upstream=None, last_update="2026-12-01",
+        forwarded="not-needed", applied_upstream=None, last_update="2026-12-07",
     )
     files = (TORCH_CORE_PY,)
     moved = TORCH_CORE_MOVED

@@ -51,7 +51,7 @@ FAST_PATH = '''\
             type(self)._maybe_autocast is _forkgen_maybe_autocast
             and in_stateless_scope is _forkgen_in_stateless_scope
             and get_device is _forkgen_get_device
-            and _forkgen_autocast_globals["get_autocast_scope"] is _forkgen_get_autocast_scope
+            and _forkgen_autocast_module.get_autocast_scope is _forkgen_get_autocast_scope
             and global_state.get_global_attribute is _forkgen_get_global_attribute
         ):
             fast_value = self._value
@@ -74,8 +74,9 @@ CAPTURED = '''\
 # forkgen: torch-variable-value-fast-path (the originals Variable.value's fast path relies on)
 from threading import local as _forkgen_local_type
 _forkgen_maybe_autocast = KerasVariable._maybe_autocast
-_forkgen_autocast_globals = _forkgen_maybe_autocast.__globals__
-_forkgen_get_autocast_scope = _forkgen_autocast_globals["get_autocast_scope"]
+from sys import modules as _forkgen_modules
+_forkgen_autocast_module = _forkgen_modules[_forkgen_maybe_autocast.__module__]
+_forkgen_get_autocast_scope = _forkgen_autocast_module.get_autocast_scope
 _forkgen_in_stateless_scope = in_stateless_scope
 _forkgen_get_device = get_device
 _forkgen_get_global_attribute = global_state.get_global_attribute
@@ -129,6 +130,11 @@ CASES = (
 )
 
 MUTANTS = (
+    Mutant(
+        "the autocast module's get_autocast_scope not checked (a monkeypatched one skipped)",
+        "        and _forkgen_autocast_module.get_autocast_scope is _forkgen_get_autocast_scope\n",
+        "",
+    ),
     Mutant(
         "the autocast scope ignored (an autocast variable returned uncast)",
         "            if fast_state.get(\"stateless_scope\") is None and (\n"

@@ -13,8 +13,9 @@ def module_level():
     # forkgen: torch-variable-value-fast-path (the originals Variable.value's fast path relies on)
     from threading import local as _forkgen_local_type
     _forkgen_maybe_autocast = KerasVariable._maybe_autocast
-    _forkgen_autocast_globals = _forkgen_maybe_autocast.__globals__
-    _forkgen_get_autocast_scope = _forkgen_autocast_globals["get_autocast_scope"]
+    from sys import modules as _forkgen_modules
+    _forkgen_autocast_module = _forkgen_modules[_forkgen_maybe_autocast.__module__]
+    _forkgen_get_autocast_scope = _forkgen_autocast_module.get_autocast_scope
     _forkgen_in_stateless_scope = in_stateless_scope
     _forkgen_get_device = get_device
     _forkgen_get_global_attribute = global_state.get_global_attribute
@@ -26,7 +27,7 @@ def value_fast_path(self):
         type(self)._maybe_autocast is _forkgen_maybe_autocast
         and in_stateless_scope is _forkgen_in_stateless_scope
         and get_device is _forkgen_get_device
-        and _forkgen_autocast_globals["get_autocast_scope"] is _forkgen_get_autocast_scope
+        and _forkgen_autocast_module.get_autocast_scope is _forkgen_get_autocast_scope
         and global_state.get_global_attribute is _forkgen_get_global_attribute
     ):
         fast_value = self._value

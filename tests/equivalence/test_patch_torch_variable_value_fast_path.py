@@ -287,3 +287,28 @@ def test_combinations(dtype: str, autocast: bool, trainable: bool, stateless: st
             check(variable)
     finally:
         variable._value = saved
+
+
+def test_a_compiled_read_is_not_recompiled_when_the_modules_globals_grow() -> None:
+    """Dynamo installs its compiled and resume functions as globals of the modules whose frames
+    it compiles, so those modules' dicts grow while a program compiles. A compiled `value` read
+    stays valid when the autocast module's globals grow (version 1 subscripted that dict, which
+    torch 2.5's dynamo guarded on its length: every growth recompiled)."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    variable = keras.Variable(np.ones(3, dtype="float32"))
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    read = torch.compile(lambda x: variable.value * x, backend=counter)
+    try:
+        first = read(torch.ones(3))
+        frames = counter.frame_count
+        vars(common_variables)["_forkgen_test_new_global"] = 1
+        second = read(torch.ones(3))
+        assert counter.frame_count == frames, "a new global of the autocast module recompiled the read"
+        assert torch.equal(first, second)
+    finally:
+        vars(common_variables).pop("_forkgen_test_new_global", None)
+        torch._dynamo.reset()

@@ -151,11 +151,20 @@ def test_compiled_attention_has_no_graph_break_at_the_probe_and_equals_eager() -
     torch._dynamo.reset()
     # Upstream breaks at the probe exactly when this torch's dynamo cannot trace the probe
     # (measured on the probe alone: torch 2.13's cannot build SDPAParams; 2.14's can): then the
-    # fork has one break fewer per call, else the same graphs.
+    # fork has one break fewer per call (or, where this torch's dynamo breaks right after the
+    # probe anyway, as 2.3's does, the same count without the probe's reason), else the same graphs.
     probe_breaks = graph_breaks(upstream_probe_in_a_graph(), query, key, value)
     with upstream.upstream(nn, "_can_use_flash_attention"):
         upstream_breaks = graph_breaks(attention, query, key, value)
-    assert (len(upstream_breaks) > len(ours)) is bool(probe_breaks), (upstream_breaks, ours, probe_breaks)
+
+    def at_the_probe(reasons: list[str]) -> list[str]:
+        return [reason for reason in reasons if "SDPAParams" in reason]
+
+    assert not at_the_probe(ours), ours
+    if probe_breaks:
+        assert len(upstream_breaks) > len(ours) or at_the_probe(upstream_breaks), (upstream_breaks, ours, probe_breaks)
+    else:
+        assert len(upstream_breaks) <= len(ours), (upstream_breaks, ours)
 
 
 def test_an_explicit_flash_request_still_raises_while_compiling() -> None:

@@ -22,20 +22,30 @@ would return `x` itself, with a cheaper test, and otherwise makes the same call:
   traced: 12 frames against upstream's 11 on torch 2.3.0, 21 against 4 on 2.4.0). The test costs
   about 0.02 us a call in eager code (a 4-layer Dense MLP: no change beyond the noise of
   interleaved runs);
-- the device move: only for a str `device` whose `torch.device(device)` equals `x.device`, and
-  only when that names one device: "cpu" or a device with an index ("cuda:0"). An index-less
-  "cuda"/"mps"/"xpu" means the *current* device of that kind, which torch resolves at call
-  time, and "cpu:0" is not "cpu" for torch (`.to("cpu:0")` copies a cpu tensor): both always
-  call `.to()`, as does a string torch rejects (it raises as before). The parsed devices are
-  kept in a module-level table of at most 64 entries. The `is_meta` branch (3.10+) is kept;
+- the device move: only for a str `device` whose `torch.device(device)` equals `x.device` when
+  that names one device ("cpu" or a device with an index, "cuda:0"), or for exactly "cuda"
+  when `x` is on the current cuda device. An index-less device means the *current* device of
+  its kind (aten's `ensure_has_index`): for "cuda", `x.device.type == "cuda"` and
+  `x.device.index == torch.cuda.current_device()`, asked at each such call, never remembered
+  (`torch.cuda.set_device` and `torch.cuda.device(...)` change it), and only about a tensor on
+  cuda (one exists only once CUDA is initialised; a torch without CUDA is never asked); every
+  other index-less device ("mps", "xpu", ...) always calls `.to()`. "cpu:0" is not "cpu" for
+  torch (`.to("cpu:0")` copies a cpu tensor): it always calls `.to()`, as does a string torch
+  rejects (it raises as before). The parsed devices are kept in a module-level table of at
+  most 64 entries; the "cpu" test is the same comparison as before (version 3 adds nothing
+  where it holds). The `is_meta` branch (3.10+) is kept;
 - the cast: only when `x.dtype is to_torch_dtype(dtype)` (torch dtypes are singletons), and
   `to_torch_dtype(dtype)` is still evaluated first, on every call (it raises for unsupported
   dtypes as before).
 
 So values, dtype, device, requires_grad, grad_fn, memory format, identity and aliasing are
 3.15.1's. Not guarded: code that replaces `torch.Tensor.to` itself (monkeypatching torch's
-class) no longer sees the skipped calls. On a GPU with the index-less default "cuda", the test
-costs about 0.15 us on top of the call it never skips there.
+class) no longer sees the skipped calls, nor does code that replaces `torch.cuda.current_device`
+with something torch itself does not follow. On a GPU with the index-less default "cuda"
+(version 3; before, "cuda" always took the call, the test costing about 0.15 us on top), a
+tensor already on the current device skips `.to("cuda")` (string parsing, CUDA's lazy-init
+check, dispatch) for `torch.cuda.current_device()` (a Python call; not yet timed on a GPU);
+one on another device pays that test on top of its copy.
 
 Anchors: `x = x.to(device)` as the only statement of the `else` of `if x.is_meta:` (in both
 shapes: under 3.15.1's `if x.device != device:` or without it, as `torch-convert-to-tensor-device`
@@ -68,7 +78,7 @@ BUILTINS = ("type", "str", "len", "Exception", "getattr", "bool")
 
 class TorchConvertToTensorNoopMoves(DeclaredPatch):
     name = "torch-convert-to-tensor-noop-moves"
-    version = "2"
+    version = "3"
     headers = Headers(
         description="torch convert_to_tensor skips its `.to(device)` and `.to(dtype)` calls exactly where "
         "torch would return the tensor itself.",

@@ -35,7 +35,7 @@ BEFORE = textwrap.dedent(
         return torch.as_tensor(x, device=get_device())
     """
 )
-# The table, then the helper, as inserted right before `def convert_to_tensor`.
+# The table, then the helpers, as inserted right before `def convert_to_tensor`.
 MODULE_PIECES = f"""\
 {MARK}
 _FORKGEN_TORCH_DEVICES = {{}}
@@ -49,8 +49,9 @@ _forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compil
 def _forkgen_torch_device(device):
     \"\"\"What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
     the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
-    an index is given); else `device`, which no `torch.device` equals ("cuda" is the current
-    cuda device, torch decides; a string torch rejects makes `.to()` raise as before).\"\"\"
+    an index is given); else `device`, which no `torch.device` equals (an index-less device
+    is the current one of its kind, torch decides at the call: for "cuda" exactly,
+    `_forkgen_on_current_cuda` asks; a string torch rejects makes `.to()` raise as before).\"\"\"
     try:
         parsed = torch.device(device)
     except Exception:
@@ -62,6 +63,19 @@ def _forkgen_torch_device(device):
     return parsed
 
 
+{MARK}
+def _forkgen_on_current_cuda(x, device):
+    \"\"\"Whether `x.to(device)` keeps `x`'s device though the str `device` names none by itself:
+    for the index-less "cuda" exactly (any other: False), when `x` is on the current cuda
+    device, which torch gives "cuda" (aten's `ensure_has_index`), asked at each call
+    (`torch.cuda.set_device` and `torch.cuda.device(...)` change it). CUDA is asked only about
+    a tensor on cuda (one exists only once CUDA is initialised): never on a torch without CUDA.\"\"\"
+    if device != "cuda":
+        return False
+    found = x.device
+    return found.type == "cuda" and found.index == torch.cuda.current_device()
+
+
 """
 DEVICE_TEST = (
     f"{MARK} (`.to()` only where it may not return `x` itself)\n"
@@ -70,7 +84,10 @@ DEVICE_TEST = (
     "    or type(device) is not str\n"
     "    or _forkgen_compiling()\n"
     "    or torch._C._is_torch_function_mode_enabled()\n"
-    "    or x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))\n"
+    "    or (\n"
+    "        x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))\n"
+    "        and not _forkgen_on_current_cuda(x, device)\n"
+    "    )\n"
     "):\n"
     "    x = x.to(device)\n"
 )
@@ -108,7 +125,7 @@ NIGHTLY = BEFORE.replace(
 )
 assert NIGHTLY != BEFORE
 NIGHTLY_AFTER = _after(NIGHTLY, 12)
-assert AFTER.count(MARK) == NIGHTLY_AFTER.count(MARK) == 5
+assert AFTER.count(MARK) == NIGHTLY_AFTER.count(MARK) == 6
 
 
 DEVICE = "                x = x.to(device)\n"
@@ -145,6 +162,8 @@ CASES = (
            "anchor '_FORKGEN_TORCH_DEVICES': expected names free for module_level (forkgen's helper); found already bound"),
     _drift("helper name taken", "import torch\n", "import torch\n\n\ndef _forkgen_torch_device(d):\n    return d\n",
            "anchor '_forkgen_torch_device': expected names free for module_level"),
+    _drift("current-cuda helper name taken", "import torch\n", "import torch\n\n_forkgen_on_current_cuda = None\n",
+           "anchor '_forkgen_on_current_cuda': expected names free for module_level (forkgen's helper); found already bound"),
     _drift("compiling name taken", "import torch\n", "import torch\n\n_forkgen_compiling = None\n",
            "anchor '_forkgen_compiling': expected names free for module_level (forkgen's helper); found already bound"),
     _drift("getattr shadowed", "import torch\n", "import torch\nfrom builtins import len as getattr\n",
@@ -173,4 +192,15 @@ MUTANTS = (
     Mutant("the cast skipped under a torch-function mode too",
            "        or _forkgen_compiling()\n        or torch._C._is_torch_function_mode_enabled()\n        or x.dtype is not _forkgen_dtype\n",
            "        or _forkgen_compiling()\n        or x.dtype is not _forkgen_dtype\n"),
+    Mutant("\"cuda\" with an index taken for the current cuda device (\"cuda:1\" kept on cuda:0)",
+           '        if device != "cuda":\n', '        if device[:4] != "cuda":\n'),
+    Mutant("the current cuda device not asked (a tensor on any cuda device kept for \"cuda\")",
+           '        return found.type == "cuda" and found.index == torch.cuda.current_device()\n',
+           '        return found.type == "cuda"\n'),
+    Mutant("the current cuda device remembered (stale after torch.cuda.set_device)",
+           "found.index == torch.cuda.current_device()",
+           "found.index == _FORKGEN_TORCH_DEVICES.setdefault(\"cuda's current\", torch.cuda.current_device())"),
+    Mutant("CUDA asked about a tensor not on cuda (a torch without CUDA raises)",
+           'found.type == "cuda" and found.index == torch.cuda.current_device()',
+           'found.index == torch.cuda.current_device() and found.type == "cuda"'),
 )

@@ -35,7 +35,10 @@ and properties captured at import (`assign_add`, `assign`, `__add__`, `_convert_
 `_direct_assign`, `_maybe_autocast`, `value`, `shape`, `dtype`) and whose instances do not shadow
 a method; no stateless scope; no autocast scope, or neither variable autocasts; `get_device()`
 of the torch core module (the one `convert_to_tensor` calls) is a str naming one non-meta device
-(cpu or an index); each variable's `_value` is an exact `torch.nn.Parameter`, float32, strided,
+(cpu or an index), or exactly "cuda" (a default GPU machine's, version 2): then the device is
+the current cuda device, `torch.device("cuda", torch.cuda.current_device())`, asked at the call
+(`_forkgen_mean_current`) once the total's parameter is found on a cuda device, never remembered
+(`torch.cuda.set_device` and `with torch.cuda.device(i)` change it, per thread); each variable's `_value` is an exact `torch.nn.Parameter`, float32, strided,
 0-d, not requiring grad, not an inference tensor, on that device, `_dtype` "float32", `_shape`
 `()`. For an update: `values` is an exact float32 strided `torch.Tensor` of rank <= 1 on that
 device and `sample_weight` is None (rank 1: at most 2**24 values), an `int` in [0, 2**24] with
@@ -45,7 +48,9 @@ weight, `get_keras_mask(values)` is None.
 Why the result is identical. Under these guards (3.15.1's code; the other releases below):
 `self.value` of each variable is its `_value` (no scope, no autocast, not "meta": the getter's
 branches return `_value`), `convert_to_tensor` returns a tensor on the current device of its
-dtype as it is (`x.to(device)`/`x.to(dtype)` return `x`), and `cast` to float32 returns a
+dtype as it is (`x.to(device)`/`x.to(dtype)` return `x`; for "cuda", aten's `to` fills the index
+in with `ensure_has_index`, the device guard's current device, which `torch.cuda.current_device()`
+reads too, so `x.to("cuda")` is `x` exactly on the device asked for in the same call), and `cast` to float32 returns a
 float32 tensor as it is. So upstream's `update_state` runs these torch ops, in this order:
 no weight: `reduce_to_samplewise_values` returns `(values, None)` (the mask is read but unused
 without a weight; rank <= 1: no `reduce_fn`); `total.assign_add(ops.sum(values))` is
@@ -72,7 +77,18 @@ computes `where(c == 0, 0, divide(total, where(c == 0, ones_like(c), c)))` (3.6-
 (`item()`, no sync) and, when it is not 0 (NaN included, -0.0 excluded), returns `torch.divide(
 total, count)`: the `where`s select every element of that same quotient (c != 0), so the
 0-d float32 cpu tensor has the same bits, and neither requires grad (the parameters do not).
-A count of 0, another device, or any failed guard runs upstream's code. Exceptions: none of the
+On a cuda device (version 2) reading the count would be a sync: the fast path returns
+`torch.where(c == 0, 0, torch.divide(total, c))` (`_forkgen_mean_quotient`, 3.6-3.14's own
+form, three kernels for upstream's five and no sync). Where c != 0 (NaN included) upstream's
+inner `where(c == 0, ones_like(c), c)` selects c's element itself (a select copies it), so both
+divide the same two float32 values with the same kernel: the same bits; where c == 0 (0.0 or
+-0.0) the outer `where`, the same call in both, gives 0 whatever the quotient (ours inf or NaN,
+upstream's total / 1). That `where` of a bool tensor, the Python 0 (a wrapped scalar, which
+does not promote) and a 0-d float32 tensor is a 0-d float32 tensor on the count's device, +0.0
+where c == 0; not requiring grad. tests/equivalence compares its bits with `divide_no_nan`'s
+(on the cpu) for signed zeros, NaN, infinities, tiny and huge totals and counts.
+On the cpu a count of 0, another device ("mps:0", "xpu:0": upstream's code), or any failed
+guard runs upstream's code. Exceptions: none of the
 guarded cases raises upstream (valid shapes, dtypes and devices; no inference tensor to write).
 
 Other releases, compared by hand: 3.6.0-3.14 (`Variable.assign` converts to `self.dtype`, which
@@ -95,12 +111,20 @@ remembered); forward-mode AD dual tensors (the same ops run, grad mode aside).
 Left out: `Sum` (no trainer uses it per step), ranks above 1 (`reduce_fn` over the trailing
 axes), other weights (a float or numpy weight, an int weight with rank-1 values:
 `squeeze_or_expand` and broadcasting), masked weighted values, float16/bfloat16/float64 metrics,
-results on a non-cpu device (reading the count would synchronize); `MeanMetricWrapper`'s own
+results on a device other than the cpu and cuda (their kernels untested here), index-less devices
+other than "cuda" ("mps", "xpu": their current device is not asked for); `MeanMetricWrapper`'s own
 steps and `CompileMetrics`' loops (about 4 us a step).
 
 Applies from Keras 3.6.0 (`since`), the first release with 3.15.1's `reduce_to_samplewise_values`
 (3.3-3.5 convert the weight with `cast`, without `get_keras_mask`). No switch: the fast paths
 keep no state but the remembered devices and classes.
+
+"cuda" (version 2, forkgen issue 41): the cpu paths are unchanged (the device compares are the
+same; the marker is tested only after one fails, which a cpu parameter never does); measured on torch 2.13 CPU, one process, before/after helpers side by side, 31
+interleaved rounds on a loaded 2-core machine: the loss tracker's `update_state(loss, 32)` 25.4 ->
+24.9 us, `result()` 8.04 -> 8.14 us (medians: noise, 2026-12-07).
+The stand-in torch of tests/support/torch_current_cuda.py (tests/unit and tests/equivalence)
+changes the current cuda device between calls.
 """
 
 from __future__ import annotations
@@ -171,13 +195,13 @@ REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(UPSTREAM_WEIGHT, piece_text(
 
 class TorchMeanMetricFastPaths(DeclaredPatch):
     name = "torch-mean-metric-fast-paths"
-    version = "1"
+    version = "2"
     headers = Headers(
         description="torch: Mean.update_state and Mean.result run upstream's torch ops alone for float32 "
         "tensors (the loss tracker, MeanMetricWrapper metrics such as accuracy), without the Keras layers "
         "around each op.",
         origin="ours", bug="https://github.com/keras-team/keras/issues/22561",
-        forwarded="not-needed", applied_upstream=None, last_update="2026-12-06",
+        forwarded="not-needed", applied_upstream=None, last_update="2026-12-07",
     )
     files = (REDUCTION_PY,)
     since = "3.6.0"

@@ -133,13 +133,25 @@ CASES = (
 
 MUTANTS = (
     Mutant("a count of 0 divided (the zero test dropped)",
-           'if place.type != "cpu" or count.item() == 0:', 'if place.type != "cpu":'),
+           "if count.item() == 0:", "if False:"),
     Mutant("an int weight with rank-1 values (the rank test dropped)",
            "if values.dim() or not 0 <= sample_weight <= 16777216:", "if not 0 <= sample_weight <= 16777216:"),
     Mutant("a masked value weighted as if unmasked (the mask test dropped)",
            "or (kind and _forkgen_get_keras_mask(values) is not None)", "or False"),
     Mutant("a grad-requiring loss accumulated with grad on (no_grad dropped)",
            "if torch.is_grad_enabled() and (values.requires_grad", "if False and (values.requires_grad"),
+    # "cuda" (version 2): caught by the stand-in torch (tests/support/torch_current_cuda.py), whose
+    # current cuda device the equivalence test changes between calls, and by the quotient's bits.
+    Mutant('"cuda": the current cuda device remembered',
+           'place = _forkgen_torch.device("cuda", _forkgen_torch.cuda.current_device())',
+           'place = _forkgen_mean_places["cuda"] = _forkgen_torch.device("cuda", _forkgen_torch.cuda.current_device())'),
+    Mutant('"cuda": any cuda device taken (its index not compared with the current one)',
+           'place = _forkgen_torch.device("cuda", _forkgen_torch.cuda.current_device())', "place = first"),
+    Mutant('"cuda": the count\'s device not compared', "place = _forkgen_mean_current(place, (total_value, count_value))",
+           "place = _forkgen_mean_current(place, (total_value,))"),
+    Mutant('"cuda": the result reads the count (a device sync)', 'if place.type == "cpu":', 'if place.type != "mps":'),
+    Mutant('"cuda": a count of 0 divided (the where dropped)',
+           "return torch.where(count == 0, 0, torch.divide(total, count))", "return torch.divide(total, count)"),
 )
 
 

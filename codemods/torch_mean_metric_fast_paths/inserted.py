@@ -20,7 +20,7 @@ def update_fast_path(self, values, sample_weight):
 
 
 def result_fast_path(self):
-    # forkgen: torch-mean-metric-fast-paths (a cpu count that is not 0: `total / count`)
+    # forkgen: torch-mean-metric-fast-paths (a cpu count that is not 0: `total / count`; cuda: no sync)
     if _forkgen_torch is not None:
         fast_result = _forkgen_mean_result(self)
         if fast_result is not None:
@@ -56,20 +56,36 @@ def helpers():
     _forkgen_mean_ops = []
     _forkgen_mean_classes = {}
     _forkgen_mean_places = {}
+    _forkgen_mean_current_cuda = object()
 
 
     def _forkgen_mean_place(device):
         """The `torch.device` the str `device` names when it is one device that is not "meta"
-    (cpu, or an index given), else False (remembered)."""
+    (cpu, or an index given), `_forkgen_mean_current_cuda` for "cuda" (the current cuda device,
+    asked for at each call by `_forkgen_mean_current`), else False (remembered)."""
         try:
             place = _forkgen_torch.device(device)
         except Exception:
             place = False
         else:
             if place.type == "meta" or (place.type != "cpu" and place.index is None):
-                place = False
+                place = _forkgen_mean_current_cuda if device == "cuda" else False
         if len(_forkgen_mean_places) < 64:
             _forkgen_mean_places[device] = place
+        return place
+
+
+    def _forkgen_mean_current(place, tensors):
+        """For `place` `_forkgen_mean_current_cuda` ("cuda"): the current cuda device, asked for now
+    (it changes), when every tensor of `tensors` is on it (`tensor.to("cuda")` returns the
+    tensor itself), else None; None for any other `place`."""
+        first = tensors[0].device
+        if place is not _forkgen_mean_current_cuda or first.type != "cuda":
+            return None
+        place = _forkgen_torch.device("cuda", _forkgen_torch.cuda.current_device())
+        for tensor in tensors:
+            if tensor.device != place:
+                return None
         return place
 
 
@@ -172,14 +188,16 @@ def helpers():
             or count_value.requires_grad
             or total_value.is_inference()
             or count_value.is_inference()
-            or total_value.device != place
-            or count_value.device != place
             or total._dtype != "float32"
             or count._dtype != "float32"
             or total._shape != ()
             or count._shape != ()
         ):
             return None
+        if total_value.device != place or count_value.device != place:
+            place = _forkgen_mean_current(place, (total_value, count_value))
+            if place is None:
+                return None
         return total_value, count_value, place, device
 
 
@@ -254,11 +272,24 @@ def helpers():
 
     def _forkgen_mean_result(metric):
         """`Mean.result()` as `torch.divide(total, count)` on the cpu when the count is not 0
-    (upstream's `divide_no_nan` then selects that quotient); else None."""
+    (upstream's `divide_no_nan` then selects that quotient), on a cuda device as
+    `_forkgen_mean_quotient` (no sync); else None."""
         found = _forkgen_mean_state(metric) if _forkgen_mean_unobserved() else None
         if found is None:
             return None
         total, count, place, device = found
-        if place.type != "cpu" or count.item() == 0:
-            return None
-        return _forkgen_torch.divide(total, count)
+        if place.type == "cpu":
+            if count.item() == 0:
+                return None
+            return _forkgen_torch.divide(total, count)
+        if place.type == "cuda":
+            return _forkgen_mean_quotient(total, count)
+        return None
+
+
+    def _forkgen_mean_quotient(total, count):
+        """`where(count == 0, 0, divide(total, count))`: upstream's `divide_no_nan` of two float32
+    tensors without its inner `where(count == 0, ones_like(count), count)`, which only changes
+    the elements the outer `where` replaces by 0 (3.6-3.14's own form)."""
+        torch = _forkgen_torch
+        return torch.where(count == 0, 0, torch.divide(total, count))

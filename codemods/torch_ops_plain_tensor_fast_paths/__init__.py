@@ -16,14 +16,24 @@ Why the result is identical. `_forkgen_plain_tensors(values, dtypes)` returns th
 (a monkeypatched one runs the body); (2) dynamo is not tracing the call and no torch function
 mode is enabled; (3) `get_device()` of
 the core module (the one `convert_to_tensor` calls) is a str that names one non-meta device
-(`torch.device(device)` is cpu, or has an index), remembered as that `torch.device`; (4) each
-value is an exact `torch.Tensor` or `torch.nn.Parameter` whose `.device` equals it, after a
-core `Variable` is replaced by its `.value`. For such a tensor upstream's `convert_to_tensor(x)`
+(`torch.device(device)` is cpu, or has an index), remembered as that `torch.device`, or is
+exactly "cuda" (a default GPU machine's, version 3), remembered as a marker
+(`_forkgen_current_cuda`) for which the place is the current cuda device,
+`torch.device("cuda", torch.cuda.current_device())`, asked at the call once the first value is
+found on a cuda device and never remembered (`torch.cuda.set_device` and `with
+torch.cuda.device(i)` change it, per thread); (4) each value is an exact `torch.Tensor` or
+`torch.nn.Parameter` whose `.device` equals that place, after a core `Variable` is replaced by
+its `.value`. For such a tensor upstream's `convert_to_tensor(x)`
 (dtype None) takes the tensor branch and, unless `x.device` equals the str (3.15.1's test is
 always true) or whatever the fork's device patches skip, calls `x.to(device)`, which returns
 `x` itself: no function mode, an exact type (Parameter disables `__torch_function__`), the same
 device ("the tensor is returned" when dtype and device already match); `is_meta` is False on a
-non-meta device, so `empty_like` is not reached. For a variable, `convert_to_tensor(v)` is
+non-meta device, so `empty_like` is not reached. For "cuda", aten's `to` fills the missing
+index in with `ensure_has_index`, the device guard's current device, which is what
+`torch.cuda.current_device()` reads (`c10::cuda::current_device`, the calling thread's), so
+`x.to("cuda")` returns `x` exactly when `x.device` is the place asked for in the same call;
+on a CPU-only torch no value is on a cuda device, so nothing of CUDA is called (upstream's
+body then raises its own error). For a variable, `convert_to_tensor(v)` is
 `x = v.value` and then the same tensor branch. The values are read in argument order, each only
 once every earlier one is known to convert to itself (no side effect, no exception), as upstream
 converts them. A variable is read only when its class's `value` is the core `Variable.value`
@@ -32,7 +42,8 @@ runs no initializer and no user override, and a read has no side effect (statele
 autocast look-ups, a cast, `torch.empty` on "meta"), so a fallback that reads it again in the
 body gets the same value. (5) All tensors have one dtype of the op's set.
 `matmul`, float32 or bfloat16 `d`: `x1_dtype == x2_dtype == str(d)`; `can_use_int_matmul`
-returns False (not "cuda", or not int8); not int8, so `result_dtype = result_type(d, d)`, which
+returns False (not "cuda", or not int8); not int8 (and on "cuda" the body's
+`"int" in compute_dtype` test is False for a float dtype), so `result_dtype = result_type(d, d)`, which
 is `d` (one strong dtype, not 64-bit); `compute_dtype` is `d`: not bool, not float16, no "int";
 `cast(x, d)` returns `x` for a tensor of dtype `d`, both arguments and the result of
 `torch.matmul`, which is of dtype `d`: the body returns `torch.matmul(x1, x2)` of the converted
@@ -60,10 +71,19 @@ against upstream's 3 for a matmul and an einsum; 2.4.0: 7 against 5), and a trac
 nothing from the shorter path. In eager code the test is one more call, about 0.02 us (a 4-layer Dense MLP's `model(x)` and
 `train_on_batch`: no change beyond the noise of interleaved runs, 2026-12-07).
 
+"cuda" (version 3, forkgen issue 41): the cpu path is unchanged (the marker is tested only in
+the branch a value on another place than the remembered one reaches, which a cpu value never
+does); measured on torch 2.13 CPU, one process, before/after
+helpers side by side, 31 interleaved rounds on a loaded 2-core machine: backend `matmul` of a
+(2, 4) float32 tensor and a Dense kernel 5.83 -> 5.90 us, of it and its transpose 5.05 -> 4.94 us
+(medians: noise, 2026-12-07). The stand-in torch of tests/support/torch_current_cuda.py
+(tests/unit and tests/equivalence) changes the current cuda device between calls.
+
 Left out: `add`, `multiply` and `subtract` (keras-nightly converts them to one dtype through
 `convert_to_tensors_of_same_dtype`, reading a variable's `dtype`: another proof), the
 activations (one conversion each), `mean` and layer normalization (shared code, float32 compute
-dtypes), a "cuda" device without an index (`.to("cuda")` depends on the current device).
+dtypes), index-less devices other than "cuda" ("mps", "xpu": their current device is not asked
+for; upstream's body runs).
 
 Applies from Keras 3.14.0 (`since`): `matmul` reads both dtypes before its closure there (the
 body the fast path mirrors); 3.1.0-3.13.2 have another closure. No switch: no state but the
@@ -122,10 +142,11 @@ EINSUM_NAME = "def einsum(subscripts, *operands, **kwargs): convert, one int8 dt
 
 class TorchOpsPlainTensorFastPaths(DeclaredPatch):
     name = "torch-ops-plain-tensor-fast-paths"
-    version = "2"
+    version = "3"
     headers = Headers(
         description="torch matmul and einsum call torch.matmul/torch.einsum at once for exact tensors (or "
-        "variables' values) on the current device, of one float dtype the body would not cast.",
+        "variables' values) on the current device (\"cuda\": the current cuda device), of one float dtype "
+        "the body would not cast.",
         origin="ours", bug="forkgen issue 26", forwarded="not-needed", applied_upstream=None,
         last_update="2026-12-07",
     )

@@ -129,6 +129,17 @@ MUTANTS = (
            "                    not isinstance(value, _forkgen_variable)\n"
            "                    or kind.value is not _forkgen_value\n",
            "                    not isinstance(value, _forkgen_variable)\n"),
+    # "cuda" (version 3): caught by the stand-in torch (tests/support/torch_current_cuda.py), whose
+    # current cuda device the equivalence test changes between calls.
+    Mutant('"cuda": the current cuda device remembered',
+           '                place = torch.device("cuda", torch.cuda.current_device())\n',
+           '                place = _forkgen_places["cuda"] = torch.device("cuda", torch.cuda.current_device())\n'),
+    Mutant('"cuda": any cuda device taken (its index not compared with the current one)',
+           '                place = torch.device("cuda", torch.cuda.current_device())\n',
+           '                place = value.device\n'),
+    Mutant('"cuda": the current device asked for a tensor on another device',
+           '                if place is not _forkgen_current_cuda or value.device.type != "cuda":\n',
+           '                if place is not _forkgen_current_cuda:\n'),
 )
 
 

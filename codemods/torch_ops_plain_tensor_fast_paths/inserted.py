@@ -19,6 +19,7 @@ def module_level():
     _forkgen_value = _forkgen_variable.value
     _forkgen_maybe_autocast = _forkgen_variable._maybe_autocast
     _forkgen_places = {}
+    _forkgen_current_cuda = object()
     _forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool
     _forkgen_tensor = torch.Tensor
     _forkgen_parameter = torch.nn.Parameter
@@ -30,8 +31,10 @@ def module_level():
     def _forkgen_place(device):
         """For the str `device` (remembered): True when it is "cpu" (`tensor.to(device)` returns a
     tensor on the cpu itself), the `torch.device` with the index it names (the tensor itself
-    when on it), or False: "meta" (convert_to_tensor makes a new tensor there), a device torch
-    leaves to the current one ("cuda": no index), a string torch rejects."""
+    when on it), `_forkgen_current_cuda` for "cuda" (the tensor itself when on the current cuda
+    device, asked for at each call: it changes), or False: "meta" (convert_to_tensor makes a new
+    tensor there), another device torch leaves to the current one ("mps", "xpu": no index), a
+    string torch rejects."""
         try:
             place = torch.device(device)
         except Exception:
@@ -40,7 +43,7 @@ def module_level():
             if place == _forkgen_cpu:
                 place = True
             elif place.type == "meta" or place.index is None:
-                place = False
+                place = _forkgen_current_cuda if device == "cuda" else False
         if len(_forkgen_places) < 64:
             _forkgen_places[device] = place
         return place
@@ -48,8 +51,8 @@ def module_level():
 
     def _forkgen_plain_tensors(values, dtypes):
         """The tensors `convert_to_tensor` returns for `values` when, for each, that is the value
-    itself (a variable: its `.value`): exact tensors on the current device, all of one dtype
-    of `dtypes`, nothing converted; else None."""
+    itself (a variable: its `.value`): exact tensors on the current device ("cuda": the current
+    cuda device), all of one dtype of `dtypes`, nothing converted; else None."""
         if (
             not values
             or convert_to_tensor is not _forkgen_convert_to_tensor
@@ -85,7 +88,12 @@ def module_level():
                 if not value.is_cpu:
                     return None
             elif value.device != place:
-                return None
+                if place is not _forkgen_current_cuda or value.device.type != "cuda":
+                    return None
+                # "cuda": `.to("cuda")` keeps a tensor on the current cuda device (now, not remembered).
+                place = torch.device("cuda", torch.cuda.current_device())
+                if value.device != place:
+                    return None
             if dtype is None:
                 dtype = value.dtype
                 if dtype not in dtypes:

@@ -277,6 +277,56 @@ def test_private_device_objects_take_the_call() -> None:
             assert outcome(core.convert_to_tensor, lambda: x) == outcome(reference, lambda: x)
 
 
+def test_cuda_is_the_current_cuda_device_asked_at_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_forkgen_on_current_cuda(x, device)`, the patch's test for a tensor whose device the str
+    names by no index: True exactly when `x.to(device)` keeps `x`'s device there, i.e. for the
+    index-less "cuda" (exactly that string) and `x` on the current cuda device (aten's
+    `ensure_has_index`), asked again at each call; CUDA asked only about a tensor on cuda. The
+    current cuda device is stood in (`torch.cuda.current_device`), and so are tensors on cuda
+    (objects with their `.device`: the helper reads nothing else), so this runs without CUDA."""
+    from types import SimpleNamespace
+
+    current = [0]
+    asked: list[int] = []
+
+    def current_device() -> int:
+        asked.append(current[0])
+        return current[0]
+
+    monkeypatch.setattr(torch.cuda, "current_device", current_device)
+    sources = ["cuda:0", "cuda:1", "cpu", "meta"]
+    devices = ["cuda", "cuda:0", "cuda:1", "cpu", "cpu:0", "meta", "mps", "xpu", "CUDA", "cuda ", "gpu", "bogus"]
+    on_cuda = 0
+    for current[0] in (0, 1, 0, 1):
+        for source in sources:
+            x = SimpleNamespace(device=torch.device(source))
+            for device in devices:
+                expected = device == "cuda" and x.device == torch.device("cuda", current[0])
+                assert core._forkgen_on_current_cuda(x, device) is expected, (current[0], source, device)
+                on_cuda += device == "cuda" and source.startswith("cuda")
+    assert len(asked) == on_cuda == 4 * 2
+
+
+def test_on_cuda_the_index_less_cuda_is_the_current_device() -> None:
+    """On a GPU: with `get_device()` "cuda", a tensor on the current cuda device takes no
+    `.to()` call (torch's returns it itself), one on another moves as upstream's, after each
+    change of the current device too (two devices where there are two)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    indices = list(range(min(torch.cuda.device_count(), 2)))
+    with private_device("cuda"):
+        for current in indices + indices[:1]:
+            with torch.cuda.device(current):
+                for index in indices:
+                    x = torch.ones(3, device=f"cuda:{index}")
+                    expected = outcome(reference, lambda x=x: x)
+                    assert expected[2] == torch.device("cuda", current) and expected[7] is (index == current)
+                    assert outcome(core.convert_to_tensor, lambda x=x: x) == expected
+                    with counted_to() as calls:
+                        core.convert_to_tensor(x)
+                    assert calls == ([] if index == current else [("cuda",)])
+
+
 def _compiled_frames(convert: Callable[..., Any]) -> tuple[int, int, list[float]]:
     """Frames Dynamo compiles, and the ops in them, for two calls of a small train-like step
     with `convert_to_tensor` as given (in every Keras module that imported it), and the

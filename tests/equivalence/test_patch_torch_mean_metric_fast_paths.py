@@ -11,7 +11,11 @@ values' dtype, rank, layout, special values and `requires_grad`, the weight's ki
 and out of [0, 2**24], float, tensors of other dtypes and shapes, numpy), a mask, the metric's
 dtype and class, the variables' state (zero, -0.0 or NaN counts, trainable, shadowed methods),
 scopes (stateless, autocast, device), torch modes, monkeypatched ops, grad and inference mode,
-torch.compile; models trained and evaluated with it end as with upstream's methods.
+torch.compile; models trained and evaluated with it end as with upstream's methods. Keras's
+index-less "cuda" (a default GPU machine): the installed helpers, rebound onto a stand-in torch
+whose current cuda device the test changes (tests/support/torch_current_cuda.py), take the fast
+paths exactly when torch's `.to("cuda")` keeps the variables and values where they are, and the
+cuda result's quotient has upstream's `divide_no_nan` bits for every total and count.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from hypothesis import strategies as st
 
 from tests.equivalence import upstream
 from tests.equivalence.helpers import patch_applied, set_mask
+from tests.support import torch_current_cuda as standin
 
 NAME = "torch-mean-metric-fast-paths"
 APPLIED = patch_applied(NAME)
@@ -311,6 +316,38 @@ def test_device_scopes_like_upstream(device: str) -> None:
             return metric.result()
 
     compare(keras.metrics.Mean, 1.0, 2.0, scoped)
+
+
+@pytest.mark.parametrize("cuda_built", [True, False], ids=["cuda torch", "cpu-only torch"])
+def test_cuda_without_an_index_is_the_current_cuda_device_at_each_call(cuda_built: bool) -> None:
+    """The installed helpers on the stand-in torch: for "cuda" `update_state`'s fast path is taken
+    exactly when both variables and the values are on the current cuda device, asked at each
+    call (the test changes it between calls) and only with the total on a cuda device; the
+    result there is the quotient, without reading the count (a sync); "mps", "xpu", "meta" and
+    rejected strings never take them."""
+    fake = standin.Torch(cuda_built)
+    names = ("_forkgen_mean_place", "_forkgen_mean_current", "_forkgen_mean_class", "_forkgen_mean_unobserved",
+             "_forkgen_mean_state", "_forkgen_mean_update", "_forkgen_mean_result")
+    namespace = standin.rebind(standin.mean_standin(dict(vars(rm)), fake), tuple(getattr(rm, n) for n in names))
+    assert standin.check_mean_state(namespace, fake) > 0
+    assert (fake.asked > 0) is cuda_built and fake.synced == 0
+
+
+def test_the_cuda_quotient_has_divide_no_nans_bits() -> None:
+    """`_forkgen_mean_quotient` (the cuda result, here on the cpu) against upstream's
+    `divide_no_nan` on the metric's two 0-d float32 parameters: type, dtype, device, grad and bits
+    for zero, signed zero, NaN, infinite, tiny and huge totals and counts."""
+    if not TORCH:
+        pytest.skip("torch only")
+    import torch
+
+    oracle = upstream.original(backend_module.numpy.divide_no_nan)
+    specials = (0.0, -0.0, 1.0, -3.0, 7.0, 1e-45, -1e-38, 3e38, 16777216.0, np.nan, -np.nan, np.inf, -np.inf)
+    for total in specials:
+        for count in specials:
+            t, c = (torch.nn.Parameter(torch.tensor(v, dtype=torch.float32), requires_grad=False)
+                    for v in (total, count))
+            assert bits(rm._forkgen_mean_quotient(t, c)) == bits(oracle(t, c)), (total, count)
 
 
 def test_torch_modes_like_upstream() -> None:

@@ -8,7 +8,10 @@ same exception; for tensors, variables, python scalars, numpy arrays and lists o
 (mixed too), on the cpu and the meta device, inside autocast and stateless scopes, under
 another floatx, under a torch function mode, with a monkeypatched `convert_to_tensor`, with a
 variable subclass and an uninitialised variable. The fast path must be taken for the plain
-cases (a Dense and an EinsumDense layer's op).
+cases (a Dense and an EinsumDense layer's op). Keras's index-less "cuda" (a default GPU machine):
+the installed helpers, rebound onto a stand-in torch whose current cuda device the test changes
+(tests/support/torch_current_cuda.py), take the fast path exactly when torch's `.to("cuda")`
+returns each argument itself.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from hypothesis import strategies as st
 
 from tests.equivalence import upstream
 from tests.equivalence.helpers import compiled, patch_applied
+from tests.support import torch_current_cuda as standin
 
 NAME = "torch-ops-plain-tensor-fast-paths"
 APPLIED = patch_applied(NAME)
@@ -340,7 +344,7 @@ def test_a_variable_class_with_its_own_value_is_read_as_often_as_upstream_reads_
     kind_b=st.sampled_from(["tensor", "parameter", "variable", "numpy", "scalar"]),
     grad=st.booleans(),
     cast=st.sampled_from([None, "float16", "bfloat16"]),
-    device=st.sampled_from([None, "cpu", "meta"]),
+    device=st.sampled_from([None, "cpu", "meta", "cuda"]),
     floatx=st.sampled_from(["float32", "float16", "float64"]),
     op=st.sampled_from(["matmul", "einsum"]),
 )
@@ -373,6 +377,18 @@ def test_combinations(a: str, b: str, kind_a: str, kind_b: str, grad: bool, cast
                 compare("einsum", "ab,bc->ac", x1, x2)
     finally:
         keras.config.set_floatx(previous)
+
+
+@pytest.mark.parametrize("cuda_built", [True, False], ids=["cuda torch", "cpu-only torch"])
+def test_cuda_without_an_index_is_the_current_cuda_device_at_each_call(cuda_built: bool) -> None:
+    """The installed `_forkgen_place` and `_forkgen_plain_tensors` on the stand-in torch: for
+    "cuda" the fast path is taken exactly when every argument is on the current cuda device,
+    asked at each call (the test changes it between calls) and only with a first argument on a
+    cuda device; "mps", "xpu", "meta" and rejected strings never take it."""
+    fake = standin.Torch(cuda_built)
+    namespace = standin.rebind(standin.ops_standin(dict(vars(tnp)), fake), (tnp._forkgen_place, tnp._forkgen_plain_tensors))
+    assert standin.check_plain_tensors(namespace, fake) > 0
+    assert (fake.asked > 0) is cuda_built
 
 
 def test_torch_compile_traces_the_fast_path_as_upstreams_body() -> None:

@@ -16,6 +16,8 @@ import itertools
 import textwrap
 from typing import Any
 
+from tests.support.torch_current_cuda import Device, Dtype
+
 CORE_PY = textwrap.dedent(
     '''\
     """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
@@ -84,48 +86,34 @@ FILES: dict[str, str] = {
 global_state: dict[str, Any] = {}
 
 
-class _Device:
-    """torch.device: "type" or "type:index"; equal when type and index are."""
-
-    KNOWN = ("cpu", "cuda", "meta", "mps")
-
-    def __init__(self, spec: Any) -> None:
-        if isinstance(spec, _Device):
-            self.type, self.index = spec.type, spec.index
-            return
-        if not isinstance(spec, str):
-            raise TypeError(f"device() received an invalid combination of arguments: {spec!r}")
-        kind, _, index = spec.partition(":")
-        if kind not in self.KNOWN or (index and not index.isdigit()):
-            raise RuntimeError(f"Expected one of cpu, cuda, meta, mps device type at start of device string: {spec}")
-        self.type = kind
-        self.index = int(index) if index else None
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _Device):
-            return (self.type, self.index) == (other.type, other.index)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.index))
-
-    def __repr__(self) -> str:
-        return f"device(type={self.type!r}" + (f", index={self.index})" if self.index is not None else ")")
+#: torch.device and torch's dtypes: the stand-ins the "cuda" checks of patches 27 and 30 use too.
+_Device = Device
+_Dtype = Dtype
 
 
-class _Dtype:
-    def __init__(self, name: str) -> None:
-        self.name = name
+class _Cuda:
+    """torch.cuda's `current_device()`: the current cuda device's index (`current`, which
+    `torch.cuda.set_device` sets), counting how often it is asked (`asked`)."""
 
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
+    def __init__(self) -> None:
+        self.current = 0
+        self.asked = 0
+
+    def current_device(self) -> int:
+        self.asked += 1
+        return self.current
+
+    def set_device(self, index: int) -> None:
+        self.current = index
 
 
 class _Torch:
     """The few parts of torch that `convert_to_tensor` uses, with torch's rules: a `device`
     never equals a `str`; `.to()` returns the tensor itself when dtype and device (an index-less
-    non-cpu device taken as that kind's current device, index 0) are the tensor's, else a new
-    tensor; a torch-function mode (`mode_enabled`) sees every `.to()` and may answer it."""
+    non-cpu device taken as that kind's current device: `cuda.current` for "cuda", index 0 for
+    the others) are the tensor's, else a new tensor; a torch-function mode (`mode_enabled`) sees
+    every `.to()` and may answer it. `log` holds every call; `moves` each `.to()`'s target and
+    whether it returned the tensor itself."""
 
     device = _Device
     float32 = _Dtype("float32")
@@ -134,6 +122,8 @@ class _Torch:
 
     def __init__(self) -> None:
         self.log: list[str] = []
+        self.moves: list[tuple[str, bool]] = []
+        self.cuda = _Cuda()
         self._ids = itertools.count()
         self.mode: Any = None
         torch = self
@@ -152,6 +142,11 @@ class _Torch:
                 return bool(self.device.type == "meta")
 
             def to(self, target: Any) -> Any:
+                out = self._to(target)
+                torch.moves.append((repr(target), out is self))
+                return out
+
+            def _to(self, target: Any) -> Any:
                 torch.log.append(f"to({target!r})")
                 if torch.mode is not None:
                     return torch.mode(self, target)
@@ -161,7 +156,8 @@ class _Torch:
                     return Tensor(self.values, target, self.device, self.requires_grad)
                 device = _Device(target)
                 if device.type != "cpu" and device.index is None:
-                    device.index = 0  # ensure_has_index: the current device of that kind
+                    # ensure_has_index: the current device of that kind
+                    device.index = torch.cuda.current if device.type == "cuda" else 0
                 if device == self.device:
                     return self
                 if self.is_meta:

@@ -4,6 +4,7 @@ patched modules executed side by side."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,7 @@ def _patched(patches: Sequence[Patch]) -> str:
 def test_the_synthetic_tree_file_takes_both_patches_in_series_order() -> None:
     for patches in ([PATCH], [DEVICE_PATCH, PATCH]):
         patched = _patched(patches)
-        assert patched.count(MARK) == 5
+        assert patched.count(MARK) == 6
         assert PATCH.check(Sources(lambda p, text=patched: text if p == CORE else None)).present
 
 
@@ -68,12 +69,16 @@ def _mode(tensor: Any, target: Any) -> Any:
 
 
 def run_one(module: Any, kind: str, values: tuple[float, ...], source_device: str, source_dtype: str,
-            dtype: str | None, device: Any, variable: bool, requires_grad: bool, mode: bool) -> tuple[object, ...]:
-    """What `convert_to_tensor` returns, and which `.to()` calls a mode or subclass saw."""
+            dtype: str | None, device: Any, variable: bool, requires_grad: bool, mode: bool,
+            current: int = 0) -> tuple[object, ...]:
+    """What `convert_to_tensor` returns, and which `.to()` calls a mode or subclass saw, with
+    `current` the current cuda device."""
     synthetic.global_state.clear()
     if device is not None:
         synthetic.global_state["torch_device"] = device
+    torch.cuda.set_device(current)
     torch.log.clear()
+    torch.moves.clear()
     tensor = torch.tensor(values, source_dtype, source_device, requires_grad, kind)
     x = module.Variable(tensor) if variable else tensor
     torch.mode = _mode if mode else None
@@ -93,26 +98,27 @@ def _seen(mode: bool) -> list[str]:
     return list(torch.log) if mode else [step for step in torch.log if step == "Logged.to"]
 
 
-DEVICES = st.sampled_from([None, "cpu", "cuda", "cuda:0", "cuda:1", "cpu:0", "meta", "bogus", "", "cpu"])
+DEVICES = st.sampled_from([None, "cpu", "cuda", "cuda:0", "cuda:1", "cpu:0", "meta", "mps", "bogus", "", "cpu"])
 
 
 @settings(max_examples=400, deadline=None)
 @given(
     kind=st.sampled_from(["Tensor", "Parameter", "Logged"]),
     values=st.lists(st.floats(allow_nan=False), max_size=3).map(tuple),
-    source_device=st.sampled_from(["cpu", "cuda:0", "cuda:1", "meta"]),
+    source_device=st.sampled_from(["cpu", "cuda:0", "cuda:1", "mps:0", "meta"]),
     source_dtype=st.sampled_from(["float32", "int32"]),
     dtype=st.sampled_from([None, "float32", "int32", "float64", "complex7"]),
     device=DEVICES | st.sampled_from(["cpu", "cuda:0"]).map(synthetic._Device),
     variable=st.booleans(),
     requires_grad=st.booleans(),
     mode=st.booleans(),
+    current=st.sampled_from([0, 1]),
 )
 def test_patched_converts_like_upstream(
     kind: str, values: tuple[float, ...], source_device: str, source_dtype: str, dtype: str | None, device: Any,
-    variable: bool, requires_grad: bool, mode: bool,
+    variable: bool, requires_grad: bool, mode: bool, current: int,
 ) -> None:
-    args = (kind, values, source_device, source_dtype, dtype, device, variable, requires_grad, mode)
+    args = (kind, values, source_device, source_dtype, dtype, device, variable, requires_grad, mode, current)
     assert run_one(PATCHED, *args) == run_one(UPSTREAM, *args)
     assert run_one(BOTH, *args) == run_one(DEVICE_ONLY, *args)
 
@@ -123,8 +129,11 @@ def test_no_op_moves_are_skipped_and_the_others_made(module: Any) -> None:
     assert torch.log == []
     assert run_one(module, "Tensor", (1.0,), "cuda:1", "float32", None, "cuda:1", False, False, False)[5] is True
     assert torch.log == []
-    # "cuda" is the current cuda device for torch: the call is made (and returns x here).
+    # "cuda" is the current cuda device for torch, asked at each call: on it, no call; else a move.
     assert run_one(module, "Tensor", (1.0,), "cuda:0", "float32", None, "cuda", False, False, False)[5] is True
+    assert torch.log == []
+    moved = run_one(module, "Tensor", (1.0,), "cuda:0", "float32", None, "cuda", False, False, False, current=1)
+    assert moved[2] == "device(type='cuda', index=1)" and moved[5] is False
     assert torch.log == ["to('cuda')"]
     moved = run_one(module, "Tensor", (1.0,), "cpu", "float32", "int32", "cpu:0", False, False, False)
     assert moved[1:3] == ("int32", "device(type='cpu', index=0)") and moved[5] is False
@@ -139,3 +148,57 @@ def test_no_op_moves_are_skipped_and_the_others_made(module: Any) -> None:
     assert module._FORKGEN_TORCH_DEVICES["cuda"] == "cuda"
     assert module._FORKGEN_TORCH_DEVICES["cpu:0"] == synthetic._Device("cpu:0")
     assert "bogus" not in module._FORKGEN_TORCH_DEVICES
+
+
+# -- the index-less "cuda" (a default GPU machine's `get_device()`): the current cuda device --
+
+
+def _noop_moves_kept(moves: list[tuple[str, bool]]) -> list[str]:
+    """Upstream's `.to()` calls less those the patch skips: the device moves to "cuda" and to
+    a device with an index (or "cpu"), and the casts, that returned the tensor itself; an
+    index-less "mps" (the current mps device, torch decides) is always called."""
+    return [target for target, itself in moves if not itself or target == "'mps'"]
+
+
+@pytest.mark.parametrize("module", [PATCHED, BOTH], ids=["alone", "after the device patch"])
+def test_cuda_is_the_current_device_asked_at_each_call(module: Any) -> None:
+    """Upstream's and the patched `convert_to_tensor` side by side, the current cuda device
+    changed between calls (0, 1, then 0 again: a remembered answer goes stale): the same
+    results, and the same `.to()` calls but the no-ops on the current device."""
+    reference = DEVICE_ONLY if module is BOTH else UPSTREAM
+    skipped = 0
+    try:
+        for current in (0, 1, 0):
+            for kind, source_device, device, dtype, variable in itertools.product(
+                ["Tensor", "Parameter"], ["cuda:0", "cuda:1", "cpu", "mps:0"], ["cuda", "mps", "cuda:1", "cpu"],
+                [None, "float32", "int32"], [False, True],
+            ):
+                args = (kind, (1.0, 2.0), source_device, "float32", dtype, device, variable, True, False, current)
+                expected = run_one(reference, *args)
+                upstream_moves = list(torch.moves)
+                assert run_one(module, *args) == expected, (current, args)
+                assert [target for target, _ in torch.moves] == _noop_moves_kept(upstream_moves), (current, args)
+                if device == "cuda" and source_device == f"cuda:{current}":
+                    # torch's `.to("cuda")` returned x (and the cast too, unless to int32): skipped.
+                    assert upstream_moves[0] == ("'cuda'", True) and expected[5] is (dtype != "int32")
+                    assert "'cuda'" not in [target for target, _ in torch.moves]
+                    skipped += 1
+    finally:
+        torch.cuda.set_device(0)
+    assert skipped == 3 * 2 * 3 * 2
+
+
+def test_cuda_is_asked_only_about_a_tensor_on_cuda_for_cuda() -> None:
+    """The cpu path (and every device but "cuda") never asks CUDA, which a torch without CUDA
+    cannot answer; each call about a tensor on cuda for "cuda" asks again."""
+    torch.cuda.asked = 0
+    for device in ("cpu", "cuda:0", "cuda:1", "mps", None):
+        for source_device in ("cpu", "cuda:0", "cuda:1", "mps:0"):
+            run_one(PATCHED, "Tensor", (1.0,), source_device, "float32", "float32", device, False, False, False)
+    for source_device in ("cpu", "mps:0", "meta"):
+        run_one(PATCHED, "Tensor", (1.0,), source_device, "float32", None, "cuda", True, False, False)
+    assert torch.cuda.asked == 0
+    for current in (0, 1, 1):
+        run_one(PATCHED, "Parameter", (1.0,), "cuda:1", "float32", None, "cuda", True, False, False, current)
+    torch.cuda.set_device(0)
+    assert torch.cuda.asked == 3

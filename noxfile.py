@@ -305,6 +305,75 @@ def nightly(session: nox.Session) -> None:
     )
 
 
+#: The folder of wheels `gpu_kit` prepares for tests/gpu/run.py on a GPU machine (no package index
+#: there): it travels as the one ignored path the machine's `carry` names.
+GPU_KIT = ROOT / "patched_keras" / "gpu-kit"
+#: Binary wheels for the Python running the session when the kit has none for it (the CPU check
+#: here needs them; the GPU machine does not, so they stay out of the kit).
+GPU_KIT_HOST = ROOT / "patched_keras" / "gpu-kit-host"
+#: The Pythons the kit holds binary wheels for: the GPU machine's (3.12 lately) and the next.
+GPU_KIT_PYTHONS = ("3.12", "3.13")
+GPU_KIT_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
+#: The most the kit may weigh: the machine takes 64 MiB along, the checkout's files included.
+GPU_KIT_MAX_MIB = 60
+
+
+@session(requires=["build_fork"])
+def gpu_kit(session: nox.Session) -> None:
+    """The folder of wheels tests/gpu/run.py installs from on a GPU machine, then run.py's quick
+    check here on the CPU (tests/gpu/test_run.py).
+
+    Not part of `nox`. patched_keras/gpu-kit/ holds the fork wheel, upstream's wheel of the pin,
+    keras-nightly NIGHTLY_VERSION, what they and the equivalence suite need besides torch (pip's
+    resolution of them, binary wheels for GPU_KIT_PYTHONS on x86-64 Linux), the pinned sdist (the
+    suite's oracle, sha256-checked by `forkgen fetch`) and kit.json; fails above GPU_KIT_MAX_MIB.
+    docs/benchmark.md, "On a GPU machine", says how to take it there and run it.
+    """
+    import hashlib
+    import json
+
+    wheel = fork_wheel(session)
+    install_project(session, "", TORCH_SPEC, PYTEST)
+    pinned = pin()
+    upstream = f"{pinned['distribution']}=={pinned['version']}"
+    nightly = f"keras-nightly=={NIGHTLY_VERSION}"
+    tests = requirements.EQUIVALENCE
+    shutil.rmtree(GPU_KIT, ignore_errors=True)
+    shutil.rmtree(GPU_KIT_HOST, ignore_errors=True)
+    (GPU_KIT / "src").mkdir(parents=True)
+    shutil.copy2(wheel, GPU_KIT / wheel.name)
+    host = str(session.run("python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])", silent=True)).strip()
+    for python in dict.fromkeys([*GPU_KIT_PYTHONS, host]):
+        # Keras's own requirements come from the two releases' metadata (the fork's are upstream's).
+        where = GPU_KIT if python in GPU_KIT_PYTHONS else GPU_KIT_HOST
+        platforms = [f"--platform={p}" for p in GPU_KIT_PLATFORMS]
+        session.run("python", "-m", "pip", "download", "-q", "--only-binary=:all:", f"--python-version={python}",
+                    "--implementation=cp", *platforms, "-d", str(where), upstream, nightly, *tests)
+    archive = str(session.run("python", "-c", FETCH_ARCHIVE, pinned["distribution"], pinned["version"], pinned["sha256"],
+                              silent=True)).strip().splitlines()[-1]
+    shutil.copy2(archive, GPU_KIT / "src" / Path(archive).name)
+    manifest = {
+        "fork": wheel.name, "upstream": upstream, "nightly": nightly, "test_requirements": tests,
+        "sdist": {"file": f"src/{Path(archive).name}", "sha256": hashlib.sha256(Path(archive).read_bytes()).hexdigest()},
+        "pythons": [*GPU_KIT_PYTHONS],
+    }
+    (GPU_KIT / "kit.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    size = sum(f.stat().st_size for f in GPU_KIT.rglob("*") if f.is_file()) / 2**20
+    carry = GPU_KIT.relative_to(ROOT)
+    if size > GPU_KIT_MAX_MIB:
+        session.error(f"{carry} weighs {size:.1f} MiB, over {GPU_KIT_MAX_MIB} MiB: the GPU machine takes 64 MiB "
+                      "along, the checkout included; drop a Python from GPU_KIT_PYTHONS")
+    session.log(f"{carry}: {size:.1f} MiB; on the GPU machine: carry=[\"{carry}\"], command "
+                f"`python3 tests/gpu/run.py --kit {carry} --device cuda`")
+    session.run("pytest", "tests/gpu", "-q", "-p", "no:cacheprovider", *session.posargs,
+                env={"FORKGEN_GPU_KIT": str(GPU_KIT), "FORKGEN_GPU_KIT_HOST": str(GPU_KIT_HOST)})
+
+
+#: Prints the path of the pinned sdist, downloaded (or found in forkgen's cache) and verified.
+FETCH_ARCHIVE = ("import sys; from forkgen.fetch import default_cache_dir, fetch; from forkgen.model import Pin; "
+                 "print(fetch(Pin(*sys.argv[1:4]), default_cache_dir()).archive)")
+
+
 @session(requires=["build_fork"])
 @nox.parametrize("backend", list(BACKENDS))
 def upstream_tests(session: nox.Session, backend: str) -> None:

@@ -817,21 +817,30 @@ def twin_of(case: str) -> tuple[Any, Any, Any]:
     raise ValueError(f"{case!r} has no plain-PyTorch twin")
 
 
-def twin_workload(case: str) -> Callable[[], Any]:
+def twin_workload(case: str, device: str | None = None,
+                  compile_module: Callable[[Any], Any] | None = None) -> Callable[[], Any]:
     """`case`'s plain-PyTorch twin as a zero-argument callable: the same work as `workload(case)`
     in torch.nn, its inputs torch tensors made once (labels int64, as torch's losses take them),
-    warmed up. The Keras model only gives the twin its weights; it is not called."""
+    warmed up. The Keras model only gives the twin its weights; it is not called. `device`: the
+    module and inputs go there (tests/gpu); `compile_module`: applied to the module (`torch.compile`)."""
     import torch
 
     _, twin, inputs = twin_of(case)
+    module = twin if case == "dense" else twin.module
+    if device is not None:
+        module.to(device)
+    if compile_module is not None:
+        module = compile_module(module)
+        if case != "dense":
+            twin.module = module
     run: Callable[[], Any]
     if case == "dense":
-        x = torch.as_tensor(inputs[0])
-        run = lambda: twin(x)  # noqa: E731
+        x = torch.as_tensor(inputs[0], device=device)
+        run = lambda: module(x)  # noqa: E731
         run()
         run()
         return run
-    x, y = torch.as_tensor(inputs[0]), torch.as_tensor(inputs[1]).long()
+    x, y = torch.as_tensor(inputs[0], device=device), torch.as_tensor(inputs[1], device=device).long()
     kind = {"transformer": "call", "train_step": "train_step"}.get(case) or LOOP_KINDS[case]
     if kind == "call":
         twin.module.eval()  # the Keras call runs in inference mode (training defaults to False)

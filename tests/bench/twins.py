@@ -202,8 +202,8 @@ class Twin:
         """One epoch over shuffled batches: the epoch's mean loss (and accuracy)."""
         self.module.train()
         count = x.shape[0]
-        order = torch.randperm(count) if shuffle else torch.arange(count)
-        total_loss, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
+        order = torch.randperm(count, device=x.device) if shuffle else torch.arange(count, device=x.device)
+        total_loss, correct = torch.zeros((), device=x.device), torch.zeros((), dtype=torch.long, device=x.device)
         for start in range(0, count, self.batch_size):
             batch = order[start:start + self.batch_size]
             batch_y = y[batch]
@@ -223,7 +223,7 @@ class Twin:
         """The mean loss (and accuracy) over batches, without gradients."""
         self.module.eval()
         count = x.shape[0]
-        total_loss, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
+        total_loss, correct = torch.zeros((), device=x.device), torch.zeros((), dtype=torch.long, device=x.device)
         with torch.no_grad():
             for start in range(0, count, self.batch_size):
                 batch_x, batch_y = x[start:start + self.batch_size], y[start:start + self.batch_size]
@@ -238,4 +238,4 @@ class Twin:
         self.module.eval()
         with torch.no_grad():
             outputs = [self.module(x[start:start + self.batch_size]) for start in range(0, x.shape[0], self.batch_size)]
-        return torch.cat(outputs).numpy()
+        return torch.cat(outputs).cpu().numpy()

@@ -453,3 +453,14 @@ def require_dynamo_reading_keras_state() -> None:
     if not _TRACES_KERAS_STATE[0]:
         pytest.skip(f"torch {torch.__version__}'s dynamo cannot trace a threading.local's __dict__ (Keras's global "
                     "state): torch.compile of Keras splits everywhere there (COMPATIBILITY.md)")
+
+
+def backend_numpy() -> Any:
+    """The torch backend's numpy module, whose functions `ops.numpy`'s call: `backend.numpy` in
+    3.x's layout, `backend.ops.numpy` in keras-nightly's (`keras.src.backend` has no `numpy`)."""
+    from keras.src import backend as backend_module
+
+    ops_package = getattr(backend_module, "ops", None)
+    module = ops_package.numpy if hasattr(ops_package, "numpy") else backend_module.numpy
+    assert module.divide_no_nan.__module__.startswith("keras.src.backend.torch."), module
+    return module

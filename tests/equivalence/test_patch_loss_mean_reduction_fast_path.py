@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from keras import ops
 
 from tests.equivalence import upstream
-from tests.equivalence.helpers import compiled, patch_applied
+from tests.equivalence.helpers import backend_numpy, compiled, patch_applied
 
 NAME = "loss-mean-reduction-fast-path"
 APPLIED = patch_applied(NAME)
@@ -221,17 +221,6 @@ def test_the_fast_path_runs_on_torch() -> None:
             ops_module.divide_no_nan(values, values)  # the function replaced is the one ops reach
         got = loss_module.reduce_values(values)
     same(got, want)
-
-
-def backend_numpy() -> Any:
-    """The torch backend's numpy module, whose functions `ops.numpy`'s call: `backend.numpy` in
-    3.x's layout, `backend.ops.numpy` in keras-nightly's (`keras.src.backend` has no `numpy`)."""
-    from keras.src import backend as backend_module
-
-    ops_package = getattr(backend_module, "ops", None)
-    module = ops_package.numpy if hasattr(ops_package, "numpy") else backend_module.numpy
-    assert module.divide_no_nan.__module__.startswith("keras.src.backend.torch."), module
-    return module
 
 
 def test_torch_compile_traces_upstreams_divisor() -> None:

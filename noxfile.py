@@ -1,8 +1,8 @@
 """Sessions that install and call forkgen and pytest; no pipeline logic lives here.
 
 `nox` runs the default sessions in order: lint, unit, integration, build_fork, smoke,
-publish, equivalence, nightly (the fork on keras-nightly, torch equivalence) and
-upstream_tests on every backend. Backend requirements can be
+publish, gpu_kit (the GPU machine's command, run here on the CPU), equivalence, nightly (the fork
+on keras-nightly, torch equivalence) and upstream_tests on every backend. Backend requirements can be
 overridden, e.g. FORKGEN_TORCH_SPEC="torch==2.14.1" or FORKGEN_JAX_SPEC="jax[cpu]".
 """
 
@@ -24,8 +24,8 @@ import nox
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "equivalence", "nightly",
-                        "upstream_tests"]
+nox.options.sessions = ["lint", "unit", "integration", "build_fork", "smoke", "publish", "gpu_kit", "equivalence",
+                        "nightly", "upstream_tests"]
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
@@ -323,7 +323,8 @@ def gpu_kit(session: nox.Session) -> None:
     """The folder of wheels tests/gpu/run.py installs from on a GPU machine, then run.py's quick
     check here on the CPU (tests/gpu/test_run.py).
 
-    Not part of `nox`. patched_keras/gpu-kit/ holds the fork wheel, upstream's wheel of the pin,
+    Part of `nox` (about 2.5 min), so that the command is known to work before a GPU is lent.
+    patched_keras/gpu-kit/ holds the fork wheel, upstream's wheel of the pin,
     keras-nightly NIGHTLY_VERSION, what they and the equivalence suite need besides torch (pip's
     resolution of them, binary wheels for GPU_KIT_PYTHONS on x86-64 Linux), the pinned sdist (the
     suite's oracle, sha256-checked by `forkgen fetch`) and kit.json; fails above GPU_KIT_MAX_MIB.

@@ -1,7 +1,7 @@
 """The patch series: which patches forkgen carries, in which order, and how a run goes.
 
 Like quilt's `series` file: one entry per patch, applied in this order, each a package under
-`codemods/` that declares `PATCH` (a `codemods.patchlib.Patch`). Adding a patch is adding its
+`codemods/` that declares `PATCH` (a `codemods.engine.Patch`). Adding a patch is adding its
 package and one line here.
 """
 
@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
-from codemods.patchlib import (
+from codemods.engine import (
     AnchorDrift,
+    CallRules,
     Check,
     Outcome,
     Patch,
@@ -76,7 +77,26 @@ def load_series() -> tuple[Patch, ...]:
     patches = tuple(importlib.import_module(name).PATCH for name in SERIES_PACKAGES)
     names = [p.name for p in patches]
     assert len(set(names)) == len(names), f"duplicate patch names in the series: {names}"
+    for patch in patches:
+        unknown = [name for name in (*patch.requires, *patch.tolerates) if name not in names]
+        assert not unknown, f"{patch.name} requires or tolerates patches the series does not have: {unknown}"
     return patches
+
+
+class DeclarationError(LookupError):
+    """Not exactly one patch of the series declares an interface a tool reads (`call_rules`)."""
+
+
+def call_rules(series: Sequence[Patch] | None = None) -> CallRules:
+    """The rules `forkgen report` reads: those of the one patch of `series` (None: the whole
+    series) that declares `call_rules`; `DeclarationError` when none does, or several."""
+    patches = load_series() if series is None else series
+    declaring = [(p.name, p.call_rules) for p in patches if p.call_rules is not None]
+    if len(declaring) != 1:
+        names = ", ".join(name for name, _ in declaring) or "none"
+        raise DeclarationError(f"exactly one patch of the series must declare `call_rules` (the rules "
+                               f"`forkgen report` reads); declaring them: {names}")
+    return declaring[0][1]
 
 
 class SelectionError(ValueError):

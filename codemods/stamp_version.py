@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 import libcst.matchers as m
 
-from codemods.patchlib import AnchorDrift
+from codemods.engine import AnchorDrift
 
 #: Where every Keras 3 sdist keeps `__version__`.
 VERSION_PY = "keras/src/version.py"

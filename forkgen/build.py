@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 import forkgen
-from codemods.patchlib import AnchorDrift
+from codemods.engine import AnchorDrift
 from codemods.stamp_version import (
     OTHER_VERSION_SOURCES,
     VERSION_PY,

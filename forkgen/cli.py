@@ -13,7 +13,7 @@ from pathlib import Path
 
 import forkgen
 from codemods import series as series_mod
-from codemods.patchlib import Patch
+from codemods.engine import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
 from forkgen import outdated as outdated_mod

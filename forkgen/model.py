@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods.patchlib import AnchorReport
+from codemods.engine import AnchorReport
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from codemods import series
-from codemods.callspec_fast_path.variants import LAYER_PY
-from codemods.patchlib import AnchorReport, Patch
+from codemods.engine import LAYER_PY, AnchorReport, Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import locking
 from forkgen.cmd import log

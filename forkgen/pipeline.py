@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemods.patchlib import Patch
+from codemods.engine import Patch
 from forkgen import build as build_stage
 from forkgen import locking, patch
 from forkgen.cmd import log

@@ -15,7 +15,7 @@ from typing import Any
 
 import tomlkit
 
-from codemods.patchlib import Patch
+from codemods.engine import Patch
 from forkgen import locking, patch, pipeline, requirements, verify
 from forkgen.cmd import log
 from forkgen.errors import EXIT_OK, ForkgenError, UsageError, VerificationError

@@ -4,10 +4,12 @@ Static: the tree is parsed with `ast`, never imported. Base classes are resolved
 module's imports (aliases, attribute bases such as `layers.Layer`, re-exports through package
 `__init__` modules, relative and star imports), `call` through a C3 linearisation of the bases
 found inside Keras (others, such as `object` or backend classes, are ignored). The eligibility
-rules are the CallSpec patch's (`codemods/callspec_fast_path/rules.py`, those of the code it inserts); a
-default that is not a literal is assumed plain (not a tensor, not nested), and the report lists it. With the extension, every call
-that binds is fast; a shape that does not bind (it raises, upstream and on the fork alike) is reported slow, with
-why.
+rules, and what the tree carries of the code they describe, are those of the patch of the series
+that declares them (`codemods.engine.CallRules`, found by `codemods.series.call_rules`): this
+module names no patch (the CallSpec patches declare them today). A default that is not a literal
+is assumed plain (not a tensor, not nested), and the report lists it. With the extension, every
+call that binds is fast; a shape that does not bind (it raises, upstream and on the fork alike)
+is reported slow, with why.
 """
 
 from __future__ import annotations
@@ -19,23 +21,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codemods.callspec_fast_path.rules import (
-    _POSITIONAL,
+from codemods import series
+from codemods.engine import (
     KEYWORD_ONLY,
+    LAYER_PY,
     POSITIONAL_ONLY,
+    POSITIONAL_OR_KEYWORD,
     VAR_KEYWORD,
     VAR_POSITIONAL,
+    AnchorDrift,
+    CallRules,
     Parameter,
-    bindings_reason,
-    call_parameters,
-    plan_reason,
-    unbound_reason,
 )
-from codemods.callspec_fast_path.source import BASE_PIECES, analyze_source
-from codemods.callspec_fast_path.variants import LAYER_PY
-from codemods.patchlib import AnchorDrift
 from codemods.stamp_version import VERSION_PY, read_version
-from forkgen.errors import UpstreamDriftError
+from forkgen.errors import ForkgenError, UpstreamDriftError
 from forkgen.patch import require_keras_tree
 
 #: The class every reported class derives from (and which is not reported itself).
@@ -43,6 +42,7 @@ LAYER_CLASS = "keras.src.layers.layer.Layer"
 _CLASS_LINE = re.compile(r"^class ", re.MULTILINE)
 _V4_TRAINING_NOTE = "fast while `training` is a call-context argument (the default)"
 _EXTENSION_ABSENT = "extension not in this tree"
+_POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
 Ref = tuple[str, str]  # ("class", "module.Class") or ("module", "dotted.name")
 
 
@@ -81,12 +81,14 @@ class Report:
     keras_version: str | None
     variant: str
     applied: dict[str, bool]
+    #: The pieces of `applied` that together are the base patch (the rules' `base_pieces`).
+    base_pieces: tuple[str, ...]
     layers: tuple[LayerReport, ...]
     skipped_files: tuple[str, ...] = ()
 
     @property
     def base_patched(self) -> bool:
-        return all(self.applied[piece] for piece in BASE_PIECES)
+        return all(self.applied[piece] for piece in self.base_pieces)
 
     @property
     def extension_patched(self) -> bool:
@@ -278,8 +280,10 @@ def _verdict(reason: str | None, present: bool, absent: str, note: str | None = 
     return Verdict(present, True, None if present else absent, note)
 
 
-def layer_report(index: _Index, key: str, variant: str, base: bool, extension: bool) -> LayerReport:
-    """The report of one class (`key` is `module.Class`) in a tree of CallSpec `variant`."""
+def layer_report(
+    index: _Index, key: str, rules: CallRules, variant: str, base: bool, extension: bool
+) -> LayerReport:
+    """The report of one class (`key` is `module.Class`) in a tree of CallSpec `variant`, by `rules`."""
     mod, node = index.cls(key)
     owner = next((k for k in index.mro(key) if _call_statement(index.cls(k)[1]) is not None), None)
     stmt = None if owner is None else _call_statement(index.cls(owner)[1])
@@ -295,15 +299,15 @@ def layer_report(index: _Index, key: str, variant: str, base: bool, extension: b
             "layer(x)": slow, "layer(x, training=b)": slow, "keywords": slow, "nested": slow, "positional": {"2": slow},
         }
         return LayerReport(mod.name, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None)
-    params = call_parameters(stmt, variant)
-    bound = bindings_reason(params)
+    params = rules.call_parameters(stmt, variant)
+    bound = rules.bindings_reason(params)
 
     def any_call(unbound: str | None, note: str | None = None) -> Verdict:
         return _verdict(bound or unbound, extension, _EXTENSION_ABSENT, note)
 
     # `layer(x)`: the base's plan when it has one, else the extension's bindings.
-    plan = plan_reason(params)
-    single = unbound_reason(params, 1)
+    plan = rules.plan_reason(params)
+    single = rules.unbound_reason(params, 1)
     if plan is None:
         first = _verdict(None, base, "not patched")
     elif single is None and bound is None:
@@ -315,19 +319,24 @@ def layer_report(index: _Index, key: str, variant: str, base: bool, extension: b
     top = max(2, len(positional))
     shapes = {
         "layer(x)": first,
-        "layer(x, training=b)": any_call(unbound_reason(params, 1, frozenset({"training"})), context_note),
+        "layer(x, training=b)": any_call(rules.unbound_reason(params, 1, frozenset({"training"})), context_note),
         "keywords": any_call(None),
         "nested": any_call(single),
-        "positional": {str(n): any_call(unbound_reason(params, n)) for n in range(2, top + 1)},
+        "positional": {str(n): any_call(rules.unbound_reason(params, n)) for n in range(2, top + 1)},
     }
-    arities = [n for n in range(1, top + 1) if unbound_reason(params, n) is None] if bound is None else []
+    arities = [n for n in range(1, top + 1) if rules.unbound_reason(params, n) is None] if bound is None else []
     return LayerReport(mod.name, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities)
 
 
 def build_report(files: Mapping[str, str], source: str = "") -> Report:
     """The report over a tree given as `{relative path: text}` (pure; `read_tree` reads one)."""
     try:
-        analysis = analyze_source(files[LAYER_PY], LAYER_PY)
+        rules = series.call_rules()
+    except series.DeclarationError as error:
+        raise ForkgenError(f"forkgen report: {error}", hint="a patch of codemods/series.py declares them "
+                           "(`Patch.call_rules`); a series without it has no layer report") from None
+    try:
+        analysis = rules.analyze_source(files[LAYER_PY], LAYER_PY)
     except AnchorDrift as error:
         raise UpstreamDriftError(f"upstream drift: {error}") from None
     try:
@@ -336,10 +345,10 @@ def build_report(files: Mapping[str, str], source: str = "") -> Report:
         version = None
     index = _Index(files)
     applied = dict(analysis.applied)
-    base = all(applied[piece] for piece in BASE_PIECES)
+    base = all(applied[piece] for piece in rules.base_pieces)
     keys = sorted((k for k in index.candidates() if k != LAYER_CLASS and LAYER_CLASS in index.mro(k)), key=lambda k: k.rpartition("."))
-    layers = tuple(layer_report(index, k, analysis.variant, base, applied["extension"]) for k in keys)
-    return Report(source, version, analysis.variant, applied, layers, tuple(sorted(index.skipped)))
+    layers = tuple(layer_report(index, k, rules, analysis.variant, base, applied["extension"]) for k in keys)
+    return Report(source, version, analysis.variant, applied, rules.base_pieces, layers, tuple(sorted(index.skipped)))
 
 
 def _is_test_file(relative: str) -> bool:

@@ -28,7 +28,7 @@ def declared_mutants() -> list[tuple[str, str, str, str]]:
     (name, template file, old, new), in series order, each name prefixed with its patch's."""
     import importlib
 
-    from codemods.patchlib import examples
+    from codemods.engine import examples
     from codemods.series import SERIES_PACKAGES
 
     found = []

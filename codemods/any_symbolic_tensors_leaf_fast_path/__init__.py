@@ -44,8 +44,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, Replace
-from codemods.patchlib import AnchorDrift, Headers, Sources, marker
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    Replace,
+    Sources,
+    marker,
+)
 
 KERAS_TENSOR_PY = "keras/src/backend/common/keras_tensor.py"
 FUNCTION = "any_symbolic_tensors"
@@ -66,6 +76,8 @@ class AnySymbolicTensorsLeafFastPath(DeclaredPatch):
         origin="ours", bug=None, forwarded="not-needed", applied_upstream=None, last_update="2026-12-01",
     )
     files = (KERAS_TENSOR_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     since = "3.15.0"
     #: Upstream's `if tree.is_nested(x):` goes where the loop body of inserted.py says `UPSTREAM`;
     #: the tables and the learning helper go at module level right before the function.

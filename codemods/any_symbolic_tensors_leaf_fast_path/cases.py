@@ -3,7 +3,7 @@
 equivalence suite must catch. (tests/support/synthetic_any_symbolic_tensors_leaf_fast_path.py
 holds the runnable module the behaviour tests and the synthetic trees use.)"""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 BEFORE = '''\
 from keras.src import tree

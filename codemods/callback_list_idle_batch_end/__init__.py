@@ -61,8 +61,16 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods import engine
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Prepend
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import (
+    Anchor,
+    AnchorDrift,
+    Append,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Prepend,
+    Sources,
+)
 
 CALLBACK_LIST_PY = "keras/src/callbacks/callback_list.py"
 #: Read only: the hooks the guard accepts must be no-ops there.
@@ -109,7 +117,6 @@ class CallbackListIdleBatchEnd(DeclaredPatch):
         *(Anchor("Callback", f"def {hook}(self, batch, logs=None): ___", path=CALLBACK_PY, reported=False)
           for hook in NOOPS),
     )
-    upstream_forms = False
     details = Details(apply="batch-end hooks run an idle job inline",
                       present="batch-end hooks run an idle job inline (forkgen)", upstream="")
 

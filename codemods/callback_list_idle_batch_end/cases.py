@@ -4,7 +4,7 @@ equivalence suite must catch."""
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 LIST = "keras/src/callbacks/callback_list.py"
 CALLBACK = "keras/src/callbacks/callback.py"

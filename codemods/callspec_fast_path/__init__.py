@@ -16,17 +16,22 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from codemods.callspec_fast_path import templates
-from codemods.callspec_fast_path.variants import LAYER_PY, VARIANTS, Variant, classify
+from codemods.callspec_fast_path.source import CALL_RULES, EXTENSION
+from codemods.callspec_fast_path.variants import VARIANTS, Variant, classify
 from codemods.engine import (
+    LAYER_PY,
     Analysis,
     Anchor,
+    AnchorDrift,
+    Check,
     DeclaredPatch,
     Details,
+    Headers,
     Helper,
     InsertAfter,
+    Sources,
     Wrap,
 )
-from codemods.patchlib import AnchorDrift, Check, Headers, Sources
 
 SIGNATURE = "self._call_signature = inspect.signature(self.call)"
 #: Where each CallSpec patch puts its module-level helpers: right before the class.
@@ -103,6 +108,10 @@ class CallSpecFastPath(ByVariant):
         last_update="2026-11-30",
     )
     codemod = "CallSpecFastPathCommand"
+    # `forkgen report`'s rules: the eligibility of the code both CallSpec patches insert, and what
+    # a tree carries of them; the extension's check is read through the series, not imported.
+    call_rules = CALL_RULES
+    tolerates = (EXTENSION,)
     edits = (
         # The plan's helpers right before `class CallSpec` (after every name they use is bound);
         # the extension's come between them and the class.

@@ -5,7 +5,7 @@ mutants`)."""
 import libcst as cst
 
 from codemods.callspec_fast_path import templates
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic import LAYER_V4, replace_once
 
 SIG = "        self._call_signature = inspect.signature(self.call)\n"

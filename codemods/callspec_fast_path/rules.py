@@ -11,25 +11,19 @@ A default that is not a literal is assumed plain (not a tensor, not nested).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
-#: Parameter kinds, named as `inspect.Parameter` names them.
-POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD, VAR_POSITIONAL, KEYWORD_ONLY, VAR_KEYWORD = (
-    "positional_only", "positional_or_keyword", "var_positional", "keyword_only", "var_keyword"
+# The parameter kinds and `Parameter` are the engine's: the records of the interface the report
+# reads (`codemods.engine.CallRules`, which `CALL_RULES` in source.py offers).
+from codemods.engine import (
+    KEYWORD_ONLY,
+    POSITIONAL_ONLY,
+    POSITIONAL_OR_KEYWORD,
+    VAR_KEYWORD,
+    VAR_POSITIONAL,
+    Parameter,
 )
+
 _POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One parameter of `call()` (without `self`) and how the patch classifies its default."""
-
-    name: str
-    kind: str
-    default: str | None  # the default's source text; None when there is none
-    plain: bool
-    why: str | None = None  # why a default is not plain
-    assumed: bool = False  # not a literal: assumed plain
 
 
 def call_parameters(fn: ast.FunctionDef, variant: str) -> list[Parameter]:

@@ -1,15 +1,22 @@
 """The CallSpec patches on one `layer.py` text, outside the series: what `forkgen report` reads of
-a tree (`analyze_source`) and what the unit tests run (`patch_source`)."""
+a tree (`analyze_source`, offered with the rules as `CALL_RULES`, the patch's `call_rules`) and
+what the unit tests run (`patch_source`).
+
+The extension (`callspec-training-fast-path`) requires this patch, not the reverse: this patch
+reaches it through the series (`tolerates`, `Patch.tolerated`), never by importing it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codemods.callspec_fast_path import PATCH as BASE
-from codemods.callspec_fast_path.variants import LAYER_PY
-from codemods.callspec_training_fast_path import PATCH as EXTENSION
-from codemods.engine import State
-from codemods.patchlib import AnchorDrift, Sources
+# The package imports this module (for `CALL_RULES`): its `PATCH` is read when a function runs.
+import codemods.callspec_fast_path as callspec
+from codemods.callspec_fast_path import rules
+from codemods.engine import LAYER_PY, AnchorDrift, CallRules, Sources, State
+
+#: The patch that builds on this one (its "extension"), which the analysis reports as a whole.
+EXTENSION = "callspec-training-fast-path"
 
 #: The base patch's pieces by the names reports give them (the plan's helpers and its statements
 #: in `Layer.__init__` are one: "eligibility"); "extension" is the whole of the other patch.
@@ -45,22 +52,28 @@ class PatchResult:
         return bool(self.applied)
 
 
+def _extension() -> callspec.ByVariant:
+    extension = callspec.PATCH.tolerated(EXTENSION)
+    assert isinstance(extension, callspec.ByVariant), extension  # a CallSpec patch, as this one
+    return extension
+
+
 def _sources(source: str, path: str) -> Sources:
     return Sources(lambda p: source if p in (path, LAYER_PY) else None)
 
 
 def _analysis(sources: Sources) -> SourceAnalysis:
-    base = BASE.analyze(sources)
+    base = callspec.PATCH.analyze(sources)
     applied = dict.fromkeys(BASE_PIECES, True)
     for occurrence in (o for f in base.files for o in f.occurrences):
         applied[_REPORTED[occurrence.edit.piece]] &= occurrence.state is State.OURS
     try:
-        applied["extension"] = all(applied.values()) and EXTENSION.check(sources).present
+        applied["extension"] = all(applied.values()) and _extension().check(sources).present
     except AnchorDrift:
         if all(applied.values()):
             raise
         applied["extension"] = False  # no base for it to build on
-    return SourceAnalysis(BASE.variant_of(sources).name, applied)
+    return SourceAnalysis(callspec.PATCH.variant_of(sources).name, applied)
 
 
 def analyze_source(source: str, path: str = LAYER_PY) -> SourceAnalysis:
@@ -77,9 +90,28 @@ def patch_source(source: str, path: str = LAYER_PY, *, extension: bool = True) -
                            "training=<bool>); forkgen adds code and never removes it")
     applied: list[str] = []
     skipped: list[str] = []
-    for patch in (BASE, EXTENSION)[: 2 if extension else 1]:
+    for patch in (callspec.PATCH, *([_extension()] if extension else [])):
         done = patch.check(sources).present
         (skipped if done else applied).append(patch.codemod)
         if not done:
             patch.apply(sources)
-    return PatchResult(sources.text(LAYER_PY) or source, BASE.variant_of(sources).name, tuple(applied), tuple(skipped))
+    variant = callspec.PATCH.variant_of(sources).name
+    return PatchResult(sources.text(LAYER_PY) or source, variant, tuple(applied), tuple(skipped))
+
+
+class _CallRules:
+    """The CallSpec patches' `CallRules`: those of `rules.py`, and what a `layer.py` text carries."""
+
+    base_pieces = BASE_PIECES
+    call_parameters = staticmethod(rules.call_parameters)
+    plan_reason = staticmethod(rules.plan_reason)
+    bindings_reason = staticmethod(rules.bindings_reason)
+    unbound_reason = staticmethod(rules.unbound_reason)
+
+    @staticmethod
+    def analyze_source(source: str, path: str) -> SourceAnalysis:
+        return analyze_source(source, path)
+
+
+#: What the base patch offers `forkgen report` (`CallSpecFastPath.call_rules`).
+CALL_RULES: CallRules = _CallRules()

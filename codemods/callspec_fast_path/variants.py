@@ -15,11 +15,9 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from codemods.engine import lines
-from codemods.patchlib import AnchorDrift, walk
+from codemods.engine import AnchorDrift, lines, walk
 
 #: Where the anchors live, relative to the root of an unpacked Keras sdist.
-LAYER_PY = "keras/src/layers/layer.py"
 
 #: The attributes every CallSpec variant sets in `__init__`, and `_fast` sets too.
 CALLSPEC_ATTRIBUTES = frozenset({

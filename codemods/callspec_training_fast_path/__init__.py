@@ -26,8 +26,7 @@ import libcst as cst
 
 from codemods.callspec_fast_path import CALLSPEC_CLASS, ByVariant, foreign, templates
 from codemods.callspec_fast_path.variants import Variant
-from codemods.engine import AddElse, Analysis, Anchor, Helper, InsertAfter
-from codemods.patchlib import Headers, Sources
+from codemods.engine import AddElse, Analysis, Anchor, Headers, Helper, InsertAfter, Sources
 
 FLAG = "self._call_spec_fast_path = self._call_spec_fast_plan is not None"
 

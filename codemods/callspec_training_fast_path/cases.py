@@ -4,7 +4,7 @@ patch's templates."""
 
 from codemods.callspec_fast_path import templates
 from codemods.callspec_fast_path.cases import CALLSPEC, member_code, module_code, patched
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic import LAYER_V4, replace_once
 
 BASE = patched(LAYER_V4)

@@ -41,8 +41,7 @@ Left out: keras-nightly's property reads no flag (`self._quantized_weight()`): *
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, Append, DeclaredPatch, Details, Headers, Prepend
 
 DENSE_PY = "keras/src/layers/core/dense.py"
 EINSUM_PY = "keras/src/layers/core/einsum_dense.py"
@@ -102,8 +101,6 @@ class DenseKernelFastPath(DeclaredPatch):
     upstream_shapes = (("the kernel property reads no calibration flag (keras-nightly's `_quantized_weight()`)", tuple(
         Anchor(f"{cls}.kernel", "quantized_weight = self._quantized_weight()", path=path, name=f"{cls}.kernel",
                description="quantized_weight = self._quantized_weight() (theirs)") for cls, path in CLASSES)),)
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     report_paths = True
     details = Details(apply="a fast path first in Dense.kernel and EinsumDense.kernel",
                       present="the kernel properties have the fast path (forkgen)",

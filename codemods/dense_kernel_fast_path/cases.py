@@ -4,7 +4,7 @@ equivalence suite must catch. `FILES` puts both in the CLI tests' synthetic tree
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 
 DENSE_PY = "keras/src/layers/core/dense.py"
 EINSUM_PY = "keras/src/layers/core/einsum_dense.py"

@@ -19,11 +19,19 @@ from __future__ import annotations
 import ast
 
 from codemods import engine
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import (
+    DTYPES_PY,
+    VARIABLES_PY,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    Prepend,
+    Sources,
+)
 
-DTYPES_PY = "keras/src/backend/common/dtypes.py"
-VARIABLES_PY = "keras/src/backend/common/variables.py"
 FUNCTION, TUPLE, FINAL = "standardize_dtype", "ALLOWED_DTYPES = (...)", "if dtype not in dtypes.ALLOWED_DTYPES"
 #: Upstream's `standardize_dtype` (3.2.0-3.15.1), our fast path first once applied.
 BODY = """def standardize_dtype(dtype):{}
@@ -62,6 +70,8 @@ class DtypeFastPaths(DeclaredPatch):
         applied_upstream="keras-nightly 3.16.0.dev2026102704", last_update="2026-12-01",
     )
     files = (DTYPES_PY, VARIABLES_PY)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     since = "3.2.0"  # 3.0.0-3.1.1 keep `ALLOWED_DTYPES` in variables.py
     #: The set after the tuple, the fast path, the set asked first (`{state}`: the piece's).
     edits = (

@@ -1,7 +1,7 @@
 """What `dtype-fast-paths` makes of dtypes.py / variables.py shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic_dtype_fast_paths import DTYPES, DTYPES_PY, VARIABLES, VARIABLES_PY
 
 MARK = "  # forkgen: dtype-fast-paths"

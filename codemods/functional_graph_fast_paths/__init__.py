@@ -40,8 +40,18 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods import engine
-from codemods.engine import Anchor, DeclaredPatch, Details, InsertAfter, Prepend, lines, names_of
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import (
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    InsertAfter,
+    Prepend,
+    Sources,
+    lines,
+    names_of,
+)
 
 SYMBOLIC_ARGUMENTS_PY, FUNCTIONAL_PY = "keras/src/ops/symbolic_arguments.py", "keras/src/models/functional.py"
 FILL_IN, STANDARDIZE = "SymbolicArguments.fill_in", "Functional._standardize_inputs"
@@ -76,7 +86,6 @@ class FunctionalGraphFastPaths(DeclaredPatch):
                     "fill_in_tensors", label=FILL_IN),
         Prepend(STANDARDIZE, "standardize_leaf", label=STANDARDIZE, path=FUNCTIONAL_PY, reported=False),
     )
-    upstream_forms = False  # no upstream shape is known: only forkgen's marker counts as present
     #: What the equivalence rests on: `convert`, `switch_fn`, `fill_in`'s fallback; the end of
     #: `_standardize_inputs` (one warning call, then flatten / convert / rank), and the names.
     relies_on = (

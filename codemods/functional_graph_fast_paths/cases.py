@@ -2,7 +2,7 @@
 (tests/support/synthetic_functional_graph_fast_paths.py, shared with the series' synthetic tree; run
 by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic_functional_graph_fast_paths import FUNCTIONAL as FN
 from tests.support.synthetic_functional_graph_fast_paths import FUNCTIONAL_PY as FN_PY
 from tests.support.synthetic_functional_graph_fast_paths import SYMBOLIC_ARGUMENTS as SA

@@ -60,12 +60,12 @@ from codemods.engine import (
     Append,
     DeclaredPatch,
     Details,
+    Headers,
     Helper,
     InsertBefore,
     ReplaceExpression,
     Wrap,
 )
-from codemods.patchlib import Headers
 
 FUNCTION_PY, FUNCTIONAL_PY = "keras/src/ops/function.py", "keras/src/models/functional.py"
 SYMBOLIC_ARGUMENTS_PY = "keras/src/ops/symbolic_arguments.py"
@@ -147,7 +147,6 @@ class FunctionalGraphRun(DeclaredPatch):
         _relied("", "from keras.src import tree", FUNCTION_PY),
     )
     upstream_patterns = NIGHTLY
-    upstream_forms = False
     details = Details("run Functional.call's nodes without a closure per node",
                       "Functional.call's graph run is in (forkgen)",
                       "keras-nightly runs the graph without the closure (#23364): left as it is")

@@ -4,7 +4,7 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic_functional_graph_run import (
     FILES,
     FUNCTION,
@@ -78,8 +78,8 @@ def drift(name: str, words: str, function: str = FUNCTION_PY, functional: str = 
 
 def _applied() -> str:
     """The whole applied function.py (the helpers' body as inserted.py has it)."""
+    from codemods.engine import Sources
     from codemods.functional_graph_run import PATCH
-    from codemods.patchlib import Sources
 
     sources = Sources(FILES.get)
     PATCH.apply(sources)

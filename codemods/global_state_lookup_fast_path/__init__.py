@@ -54,8 +54,7 @@ state and returns what upstream's does for every input.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Replace
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, DeclaredPatch, Details, Headers, Helper, Replace
 
 GLOBAL_STATE_PY = "keras/src/backend/common/global_state.py"
 FUNCTION = "get_global_attribute"
@@ -75,6 +74,8 @@ class GlobalStateLookupFastPath(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (GLOBAL_STATE_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     #: Upstream's look-up goes in the `else` of inserted.py's guarded look-up; the local type and
     #: its names go at module level right before the tracker's `threading.local()` (after the
     #: imports, which `import threading` must be among as the tracker needs it).

@@ -1,7 +1,7 @@
 """What `global-state-lookup-fast-path` makes of global_state.py modules shaped like Keras's (run
 by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic_global_state_lookup_fast_path import GLOBAL_STATE_PY
 
 BEFORE = GLOBAL_STATE_PY

@@ -22,8 +22,17 @@ from __future__ import annotations
 import ast
 import hashlib
 
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, InsertAfter
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    InsertAfter,
+    Sources,
+)
 
 INPUT_SPEC_PY = "keras/src/layers/input_spec.py"
 FUNCTION = "assert_input_compatibility"
@@ -54,6 +63,8 @@ class InputSpecSingleFastPath(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (INPUT_SPEC_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     # 3.4.0 is the first release whose checks skip a None input for an optional spec and take
     # the shape the fast path mirrors (3.0.0-3.3.3 check every input for a shape first).
     since = "3.4.0"

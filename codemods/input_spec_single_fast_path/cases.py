@@ -3,7 +3,7 @@
 equivalence suite must catch. BEFORE (which tests/support/synthetic_input_spec_single_fast_path.py
 makes runnable) and AFTER also run side by side in tests/unit/test_input_spec_single_fast_path.py."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 #: The same statements and checks as Keras 3.4.0-3.15.1's `assert_input_compatibility` (the
 #: patch pins their normalised shape), with messages of our own, which the patch ignores.

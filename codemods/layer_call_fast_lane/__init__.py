@@ -47,10 +47,8 @@ Applies from Keras 3.11.0, the first with the `if "mask" in kwargs` form of `pre
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Replace, Wrap
-from codemods.patchlib import Headers
+from codemods.engine import LAYER_PY, Anchor, Append, DeclaredPatch, Details, Headers, Replace, Wrap
 
-LAYER_PY = "keras/src/layers/layer.py"
 CALL = "Layer.__call__"
 SPEC_CHECK = "self._assert_input_compatibility(call_spec.first_arg)"
 PREVIOUS_MASK = (
@@ -91,7 +89,6 @@ class LayerCallFastLane(DeclaredPatch):
         Anchor(CALL, "original_args = args", description="in Layer.__call__"),
         Anchor(CALL, "original_kwargs = kwargs", description="in Layer.__call__"),
     )
-    upstream_forms = False
     details = Details(apply="an eager one-tensor call skips six steps of Layer.__call__",
                       present="Layer.__call__ has the fast lane (forkgen)", upstream="")
 

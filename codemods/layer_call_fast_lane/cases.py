@@ -3,8 +3,8 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import inspect
 
+from codemods.engine import Case, Mutant
 from codemods.layer_call_fast_lane import inserted
-from codemods.patchlib import Case, Mutant
 
 BEFORE = '''\
 from keras.src import backend

@@ -40,10 +40,8 @@ No kill switch: the behaviour does not depend on runtime state.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, WrapBody
-from codemods.patchlib import Headers
+from codemods.engine import LAYER_PY, Anchor, Append, DeclaredPatch, Details, Headers, WrapBody
 
-LAYER_PY = "keras/src/layers/layer.py"
 #: The conversion gate's header (`(<or-chain>) and self._convert_input_args`), its first operand
 #: kept as `first` (`kwargs`, or `kwargs_may_need_convert` after layer-call-training-only-conversion
 #: and in keras-nightly): 4 operands in 3.10-3.15.1 and nightly, fewer in the tests' modules.
@@ -89,8 +87,6 @@ class LayerCallFlatConversion(DeclaredPatch):
         Append("helpers"),
     )
     relies_on = (_gate("\n    ___"),)
-    #: No upstream has it: the patched gate without forkgen's marker is drift.
-    upstream_forms = False
     details = Details(
         apply="flat args and kwargs are converted without tree.map_structure",
         present="present",

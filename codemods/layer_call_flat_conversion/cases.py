@@ -4,7 +4,7 @@ against fake tree implementations), and the breaks of its inserted code the equi
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 LAYER = "keras/src/layers/layer.py"
 

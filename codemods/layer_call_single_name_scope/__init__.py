@@ -38,10 +38,18 @@ No switch: the condition depends only on `built` and the backend, both handled a
 
 from __future__ import annotations
 
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Wrap
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import (
+    LAYER_PY,
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Sources,
+    Wrap,
+)
 
-LAYER_PY = "keras/src/layers/layer.py"
 ANCHOR = "with self._open_name_scope(): self._maybe_build(call_spec)"
 #: Keras 3.0-3.1 open the scope themselves (`_open_name_scope` came in 3.2).
 OLD_ANCHOR = "with backend.name_scope(self.name, caller=self): self._maybe_build(call_spec)"
@@ -75,7 +83,6 @@ class LayerCallSingleNameScope(DeclaredPatch):
     #: Nightly's shape: the bare call in `__call__`, the scope in `_maybe_build`. An unmarked
     #: guard is no upstream shape: drift.
     upstream_patterns = (CALL, INNER_SCOPE, Anchor("Layer.__call__", ANCHOR, 0, alternatives=(OLD_ANCHOR,)))
-    upstream_forms = False
     names = {"backend": "layer.py's `from keras.src import backend` (not checked before the engine)"}
     details = Details(
         apply="guard the name scope around self._maybe_build(call_spec)",

@@ -2,7 +2,7 @@
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
 catch. BEFORE, AFTER and NIGHTLY also run side by side in tests/unit/test_layer_call_single_name_scope.py."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 GUARD = 'if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope'
 STEP_4 = "with self._open_name_scope(): self._maybe_build(call_spec)"

@@ -49,10 +49,8 @@ from collections.abc import Mapping
 
 import libcst as cst
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Edit, Wrap
-from codemods.patchlib import Headers
+from codemods.engine import LAYER_PY, Anchor, DeclaredPatch, Details, Edit, Headers, Wrap
 
-LAYER_PY = "keras/src/layers/layer.py"
 FUNCTION = "Layer._set_mask_metadata"
 #: Upstream's first three statements, a run kept node for node in the `else` of inserted.py.
 #: `__read` is how the release reads `x`'s mask (`mask_already_computed = ...`, its words below).
@@ -91,8 +89,6 @@ class LayerCallSingleTensorBookkeeping(DeclaredPatch):
     #: The read is one of those the fast path knows how to write for `outputs` (`fill`).
     relies_on = (READ,)
     names = {"tree": "layer.py's `from keras.src import tree` (not checked before the engine)"}
-    #: An unmarked leaf test is no upstream shape: drift.
-    upstream_forms = False
     details = Details(apply="test a non-nested output's mask before flattening",
                       present="the leaf fast path is in (forkgen)", upstream="")
 

@@ -2,7 +2,7 @@
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
 catch. BEFORE and AFTER also run side by side in tests/unit/test_layer_call_single_tensor_bookkeeping.py."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 MARK = "# forkgen: layer-call-single-tensor-bookkeeping"
 TOP_NAME = "flat_outputs = tree.flatten(outputs); mask_already_computed = all(...); if mask_already_computed: return"

@@ -8,10 +8,7 @@ False to True there, so the patch guards each write with `if not <flag>:`, as up
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Wrap
-from codemods.patchlib import Headers
-
-LAYER_PY = "keras/src/layers/layer.py"
+from codemods.engine import LAYER_PY, Anchor, DeclaredPatch, Details, Headers, Wrap
 
 
 class LayerCallStateWrites(DeclaredPatch):
@@ -26,6 +23,8 @@ class LayerCallStateWrites(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     codemod = "GuardStateWritesCommand"
     #: Each flag's one write in `Layer.__call__` goes inside its guard of inserted.py. The same
     #: guard without forkgen's marker is upstream's: keras-nightly guards both (#23200), Keras

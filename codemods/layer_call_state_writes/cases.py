@@ -1,7 +1,7 @@
 """What `layer-call-state-writes` makes of Layer modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 BEFORE = '''\
 class Layer:

@@ -32,17 +32,17 @@ No kill switch: the behaviour does not depend on runtime state.
 from __future__ import annotations
 
 from codemods.engine import (
+    LAYER_PY,
     AddElse,
     Anchor,
     Append,
     DeclaredPatch,
     Details,
+    Headers,
     InsertAfter,
     ReplaceExpression,
 )
-from codemods.patchlib import Headers
 
-LAYER_PY = "keras/src/layers/layer.py"
 CALL = "Layer.__call__"
 #: The conversion gate of `Layer.__call__` (3.0.0-3.15.1 and nightly): `(<or-chain>) and ...`,
 #: as upstream has it and with forkgen's `elif` copy.
@@ -76,6 +76,8 @@ class LayerCallTrainingOnlyConversion(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (LAYER_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     # `original_kwargs = kwargs` (the Node's kwargs aliasing `kwargs`, which the copy keeps
     # apart for skipped calls) and the symbolic operand of the gate first appear in 3.10.0;
     # before, symbolic calls always converted and the Node was recorded from the converted kwargs.

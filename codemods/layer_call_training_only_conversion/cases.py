@@ -4,7 +4,7 @@ BEFORE and AFTER side by side), and the breaks of its inserted code the equivale
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 
 def _once(text: str, old: str, new: str) -> str:

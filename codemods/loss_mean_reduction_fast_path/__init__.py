@@ -54,11 +54,17 @@ without `scale_loss_for_distribution` (3.7). No switch: the fast path keeps no s
 
 from __future__ import annotations
 
-from codemods import torch_compile_dynamic_batch as dynamic_batch
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertBefore
-from codemods.patchlib import Headers, piece_text
+from codemods.engine import (
+    LOSS_PY,
+    Anchor,
+    Append,
+    DeclaredPatch,
+    Details,
+    Headers,
+    InsertBefore,
+    applied_piece,
+)
 
-LOSS_PY = "keras/src/losses/loss.py"
 FUNCTION = "reduce_values"
 #: The divisor choice of a mean reduction, where the fast path goes (above it).
 DIVISOR_IF = 'if reduction == "mean_with_sample_weight" and sample_weight is not None: ___\nelse: ___'
@@ -93,8 +99,8 @@ UPSTREAM_DIVISOR = """\
                 ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype
             )
 """
-BODY_COMPILED_COUNT = BODY.replace(UPSTREAM_DIVISOR, piece_text(
-    dynamic_batch.__file__, "element_count", " " * 12, upstream=UPSTREAM_DIVISOR))
+BODY_COMPILED_COUNT = BODY.replace(UPSTREAM_DIVISOR, applied_piece(
+    "torch-compile-dynamic-batch", "element_count", " " * 12, upstream=UPSTREAM_DIVISOR))
 
 
 class LossMeanReductionFastPath(DeclaredPatch):
@@ -108,6 +114,8 @@ class LossMeanReductionFastPath(DeclaredPatch):
     )
     files = (LOSS_PY,)
     since = "3.8.0"
+    #: Its relied-on function may hold torch-compile-dynamic-batch's divisor (a later patch).
+    tolerates = ("torch-compile-dynamic-batch",)
     edits = (
         InsertBefore(Anchor(FUNCTION, DIVISOR_IF, name=LABEL), "mean_fast_path", label=LABEL),
         Append("helpers", label="the helpers"),
@@ -121,8 +129,6 @@ class LossMeanReductionFastPath(DeclaredPatch):
         Anchor("", "from keras.src import backend", reported=False),
         Anchor("", "def scale_loss_for_distribution(value): ___", reported=False),
     )
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="a torch float32 fast path dividing by the static count in reduce_values",
                       present="reduce_values has the fast path (forkgen)", upstream="")
 

@@ -1,7 +1,7 @@
 """What `loss-mean-reduction-fast-path` makes of loss modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 HEAD = '''\
 from keras.src import backend

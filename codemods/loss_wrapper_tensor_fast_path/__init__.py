@@ -67,13 +67,28 @@ fast path does. No switch: the fast path keeps no state.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
-from codemods.torch_tree_flat_fast_paths import MAP_BRANCH, MAP_STRUCTURE
-from codemods.torch_tree_leaf_shortcut import TORCHTREE_PY
+from codemods.engine import (
+    TORCHTREE_PY,
+    Anchor,
+    Append,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Prepend,
+    applied_piece,
+)
 
 LOSSES_PY = "keras/src/losses/losses.py"
 TREE_API_PY = "keras/src/tree/tree_api.py"
+#: torchtree_impl's map_structure (3.12.0-3.15.1, keras-nightly), `{}` where torch-tree-flat-fast-paths's
+#: branch goes (a patch this one tolerates: its applied piece, read through the engine).
+MAP_STRUCTURE = """\
+def map_structure(func, *structures, none_is_leaf=True):
+    {}if not structures: raise __
+    map_func = func
+    if not none_is_leaf: ___
+    return torch_tree.tree_map(map_func, *structures)"""
+MAP_BRANCH = applied_piece("torch-tree-flat-fast-paths", "map_structure_fast_path", "    ").lstrip(" ") + "    "
 SCOPE = "LossFunctionWrapper.call"
 #: Upstream's `call`, 3.8.0-3.15.1 and keras-nightly (`{}`: where the fast path is, once in).
 CALL = """\
@@ -129,6 +144,8 @@ class LossWrapperTensorFastPath(DeclaredPatch):
     )
     files = (LOSSES_PY,)
     since = "3.12.0"
+    #: torchtree_impl.map_structure, which it relies on, may hold torch-tree-flat-fast-paths's branch.
+    tolerates = ("torch-tree-flat-fast-paths",)
     edits = (
         Prepend(SCOPE, "call_fast_path", label=LABEL,
                 description="two torch tensors: the rank match, then fn, without tree walks ({state})"),
@@ -156,8 +173,6 @@ class LossWrapperTensorFastPath(DeclaredPatch):
         Anchor("", IS_LEAF, path=TORCHTREE_PY, reported=False,
                name="torchtree_impl._tree_is_leaf: not in torch_tree.SUPPORTED_NODES"),
     )
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="a torch fast path first in LossFunctionWrapper.call for two plain tensors",
                       present="LossFunctionWrapper.call has the fast path (forkgen)", upstream="")
 

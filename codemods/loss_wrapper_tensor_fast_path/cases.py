@@ -1,7 +1,7 @@
 """What `loss-wrapper-tensor-fast-path` makes of loss and tree modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, applied_piece, piece_text
 from tests.support import synthetic_torch_tree_flat_fast_paths as flat
 
 LOSSES = "keras/src/losses/losses.py"
@@ -137,8 +137,15 @@ CASES = (
          tree(torchtree=TORCHTREE_PY.replace(
              "def map_structure(func, *structures, none_is_leaf=True):\n",
              "def map_structure(func, *structures, none_is_leaf=True):\n"
+             + applied_piece("torch-tree-flat-fast-paths", "map_structure_fast_path", "    "))), {LOSSES: AFTER}),
+    # A branch that is not that patch's piece (tolerated is its applied form, word for word).
+    Case("another branch first in torchtree_impl.map_structure",
+         tree(torchtree=TORCHTREE_PY.replace(
+             "def map_structure(func, *structures, none_is_leaf=True):\n",
+             "def map_structure(func, *structures, none_is_leaf=True):\n"
              "    if _FORKGEN_FLAT_FAST_PATHS and none_is_leaf is True and len(structures) == 1:\n"
-             "        return [func(x) for x in structures[0]]\n")), {LOSSES: AFTER}),
+             "        return [func(x) for x in structures[0]]\n")),
+         drift="torchtree_impl.map_structure: torch_tree.tree_map(map_func, *structures)"),
     _drift("3.0-3.6's call: the rank match without the tree", "losses",
            "        y_true_y_pred = tree.map_structure(\n            squeeze_or_expand_to_same_rank, y_true, y_pred\n"
            "        )\n        y_true = tree.map_structure_up_to(y_true, lambda x: x[0], y_true_y_pred)\n"

@@ -38,10 +38,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, InsertBefore
-from codemods.patchlib import Headers, Sources, walk
+from codemods.engine import (
+    DTYPES_PY,
+    Anchor,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    InsertBefore,
+    Sources,
+    walk,
+)
 
-DTYPES_PY = "keras/src/backend/common/dtypes.py"
 FUNCTION = "result_type"
 LATTICE = "_lattice_result_type"
 
@@ -77,8 +85,6 @@ class MemoisedResultType(DeclaredPatch):
     )
     #: The key is built from the arguments as `*dtypes`.
     relies_on = (Anchor("", f"def {FUNCTION}(*dtypes): ___", name=f"def {FUNCTION}(*dtypes)", reported=False),)
-    #: An unmarked copy of the memo is not upstream's (the PR's shape is another: `upstream_rule`).
-    upstream_forms = False
     details = Details(apply="memoise result_type", present="memo present",
                       upstream="result_type calls a memoised function of the module")
 

@@ -23,8 +23,7 @@ No kill switch: the equivalence does not depend on runtime state.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Replace
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, DeclaredPatch, Details, Headers, Helper, Replace
 
 TRACEBACK_UTILS_PY = "keras/src/utils/traceback_utils.py"
 OPERATION_PY = "keras/src/ops/operation.py"
@@ -71,6 +70,8 @@ class OperationCallErrorInfo(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (TRACEBACK_UTILS_PY, OPERATION_PY, CORE_PY)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     edits = (
         Helper(Anchor("", f"def {WRAPPER}(___): ___", path=TRACEBACK_UTILS_PY, name=f"def {WRAPPER}",
                       description="raise_with_argument_info goes after it"), "helper"),

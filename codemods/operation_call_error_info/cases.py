@@ -5,7 +5,7 @@ sites raise the same) execute these modules: tests/unit/test_operation_call_erro
 
 from importlib import resources
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic_operation_call_error_info import (
     CORE,
     CORE_PY,

@@ -34,10 +34,19 @@ once; no other backend registers a class, so their calls take upstream's path.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Helper, InsertBefore
-from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, Headers
+from codemods.engine import (
+    TORCH_CORE_MOVED,
+    TORCH_CORE_PY,
+    VARIABLES_PY,
+    Anchor,
+    Append,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    InsertBefore,
+)
 
-VARIABLES_PY = "keras/src/backend/common/variables.py"
 FUNCTION = "standardize_dtype"
 #: Upstream's body from `if dtype is None:` on (3.0.0-3.15.1 and keras-nightly; before it, the
 #: exact-str fast path of dtype-fast-paths or nightly's, and this patch's look-up).
@@ -79,8 +88,6 @@ class StandardizeDtypeMemo(DeclaredPatch):
             BODY.format(module, elifs) for module in ("dtypes.", "") for elifs in ELIFS)[1:], name=f"{FUNCTION}'s body",
                description="the name of a non-None dtype: from the dtype and module constants"),
     )
-    #: An unmarked memo is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="add the memo, its look-up and the torch registration",
                       present="standardize_dtype has the memo (forkgen)", upstream="")
 

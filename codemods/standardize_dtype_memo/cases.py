@@ -4,7 +4,7 @@ equivalence suite must catch."""
 
 import textwrap
 
-from codemods.patchlib import NIGHTLY_TORCH_CORE_PY, TORCH_CORE_PY, Case, Mutant, piece_text
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, TORCH_CORE_PY, Case, Mutant, piece_text
 from tests.support.synthetic_dtype_fast_paths import VARIABLES, VARIABLES_PY
 
 #: A torch core module: only its end matters (the registration is appended there).

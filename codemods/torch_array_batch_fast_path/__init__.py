@@ -87,8 +87,7 @@ switch: the fast paths keep no state but the dtype table.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertBefore, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, Append, DeclaredPatch, Details, Headers, InsertBefore, Prepend
 
 ADAPTER_PY = "keras/src/trainers/data_adapters/array_data_adapter.py"
 SLICING_PY = "keras/src/trainers/data_adapters/array_slicing.py"
@@ -151,8 +150,6 @@ class TorchArrayBatchFastPath(DeclaredPatch):
         "indices": "__getitems__'s parameter, read by the nested slice_and_convert as upstream's code reads it",
         "convert_to_tensor": "get_torch_dataloader's import, read by the nested functions as upstream's code reads it",
     }
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="NumPy batch fast paths in ArrayDataset.__getitems__",
                       present="ArrayDataset.__getitems__ has the NumPy batch fast paths (forkgen)", upstream="")
 

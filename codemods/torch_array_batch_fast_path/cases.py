@@ -2,7 +2,7 @@
 and array_slicing.py (run by tests/unit/test_patch_cases.py), and the breaks of its inserted code
 the equivalence suite must catch. The modules are ours: only the anchored statements follow Keras."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 
 ADAPTER = "keras/src/trainers/data_adapters/array_data_adapter.py"
 SLICING = "keras/src/trainers/data_adapters/array_slicing.py"

@@ -38,11 +38,9 @@ keras-nightly does not have: a `ModuleNotFoundError` whenever a loss was reduced
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Replace
-from codemods.patchlib import Headers
+from codemods.engine import LOSS_PY, Anchor, Append, DeclaredPatch, Details, Headers, Replace
+from codemods.engine import REDUCTION_METRICS_PY as METRICS_PY
 
-LOSS_PY = "keras/src/losses/loss.py"
-METRICS_PY = "keras/src/metrics/reduction_metrics.py"
 COUNT = 'divisor = ops.cast(ops.prod(ops.convert_to_tensor(ops.shape(values), dtype="int32")), loss.dtype)'
 WEIGHT = "sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)"
 
@@ -73,7 +71,6 @@ class TorchCompileDynamicBatch(DeclaredPatch):
         Anchor("", "from keras.src import losses", path=METRICS_PY, reported=False),
         Anchor("", "from keras.src import backend", reported=False),
     )
-    upstream_forms = False
     details = Details(
         apply="a symbolic batch size stays symbolic while compiling",
         present="a symbolic batch size stays symbolic while compiling (forkgen)",

@@ -4,8 +4,8 @@ catch. The modules are the synthetic ones of `loss-mean-reduction-fast-path` and
 `torch-mean-metric-fast-paths` (each holds this patch's anchors), which the series' synthetic tree
 takes from them."""
 
+from codemods.engine import Case, Mutant, piece_text
 from codemods.loss_mean_reduction_fast_path import cases as loss_cases
-from codemods.patchlib import Case, Mutant, piece_text
 from codemods.torch_mean_metric_fast_paths import cases as metric_cases
 
 LOSS_PY = "keras/src/losses/loss.py"

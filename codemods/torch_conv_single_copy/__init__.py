@@ -33,11 +33,23 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, Replace, names_of
-from codemods.patchlib import AnchorDrift, Headers, Sources, statements
+from codemods.engine import NIGHTLY_TORCH_NN_PY as NIGHTLY_NN_PY
+from codemods.engine import TORCH_NN_PY as NN_PY
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    Replace,
+    Sources,
+    block,
+    names_of,
+    statements,
+)
 
-NN_PY = "keras/src/backend/torch/nn.py"
-NIGHTLY_NN_PY = "keras/src/backend/torch/ops/nn.py"  # keras-nightly's: only read for the upstream shape
 TRANSPOSE = "inputs = _transpose_spatial_inputs(inputs)"
 CONVERT = "inputs = _maybe_convert_to_channels_last(inputs)"
 CHANNELS_LAST = Anchor("conv", 'if data_format == "channels_last": ___').compiled
@@ -62,6 +74,8 @@ class TorchConvSingleCopy(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (NN_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     since = "3.15.0"
     codemod = "SingleCopyCommand"
     edits = (
@@ -110,10 +124,6 @@ class TorchConvSingleCopy(DeclaredPatch):
         between = [*first[first.index(call.node) + 1:], *body[at[0] + 1:at[1]], *second[:second.index(convert)]]
         if "inputs" in names_of(between, into_defs=False)[1]:
             raise AnchorDrift(NN_PY, call.line, CONVERT, f"`inputs` unchanged between `{TRANSPOSE}` and it", "inputs reassigned")
-
-
-def block(statement: cst.CSTNode) -> list[cst.CSTNode]:
-    return list(cst.ensure_type(cst.ensure_type(statement, cst.If).body, cst.IndentedBlock).body)
 
 
 PATCH = TorchConvSingleCopy()

@@ -3,7 +3,7 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 from importlib import resources
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support.synthetic import replace_once
 from tests.support.synthetic_torch_conv_single_copy import NN_PY
 

@@ -25,8 +25,15 @@ tensor branch, under no test.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Unwrap
-from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, Headers
+from codemods.engine import (
+    TORCH_CORE_MOVED,
+    TORCH_CORE_PY,
+    Anchor,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Unwrap,
+)
 
 FUNCTION = "convert_to_tensor"
 ANCHOR = "if x.device != device:"
@@ -47,6 +54,8 @@ class TorchConvertToTensorDevice(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (TORCH_CORE_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     moved = TORCH_CORE_MOVED
     codemod = "DropDeviceCheckCommand"
     edits = (Unwrap(Anchor(FUNCTION, f"{ANCHOR} ___", name=ANCHOR, description=WHERE), "unconditional_move"),)

@@ -3,7 +3,7 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.patchlib import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant
 
 MARK = "        # forkgen: torch-convert-to-tensor-device (keras#23189: `x.device != device` was always True)\n"
 BEFORE = textwrap.dedent(

@@ -58,16 +58,20 @@ the patch applies there. No switch: the patched code gives 3.15.1's results.
 from __future__ import annotations
 
 from codemods.engine import (
+    TORCH_CORE_MOVED,
+    TORCH_CORE_PY,
     Analysis,
     Anchor,
+    AnchorDrift,
     DeclaredPatch,
     Details,
+    Headers,
     Helper,
     Replace,
+    Sources,
     Wrap,
     names_of,
 )
-from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, AnchorDrift, Headers, Sources
 
 FUNCTION = "convert_to_tensor"
 DEVICE_MOVE = "x = x.to(device)"
@@ -105,8 +109,6 @@ class TorchConvertToTensorNoopMoves(DeclaredPatch):
                alternatives=("if dtype is not None:\n    _forkgen_dtype = to_torch_dtype(dtype)\n"
                              "    if __: x = x.to(_forkgen_dtype)",)),
     )
-    #: Ours: an unmarked form is no upstream change (it has none).
-    upstream_forms = False
     details = Details(
         apply="test both `.to()` calls of convert_to_tensor for a no-op",
         present="convert_to_tensor skips no-op `.to()` calls (forkgen)",

@@ -35,11 +35,10 @@ keras-nightly has upstream's form (the same test, written with `hasattr`) in
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import NIGHTLY_TORCH_NN_PY as NIGHTLY_NN_PY
+from codemods.engine import TORCH_NN_PY as NN_PY
+from codemods.engine import Anchor, DeclaredPatch, Details, Headers, Prepend
 
-NN_PY = "keras/src/backend/torch/nn.py"
-NIGHTLY_NN_PY = "keras/src/backend/torch/ops/nn.py"
 FUNCTION = "_can_use_flash_attention"
 #: keras-nightly's form of the same early return.
 UPSTREAM_FORM = (
@@ -61,6 +60,8 @@ class TorchFlashProbeCompileSkip(DeclaredPatch):
         last_update="2026-12-05",
     )
     files = (NN_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     moved = {NN_PY: NIGHTLY_NN_PY}
     since = "3.7.0"
     edits = (

@@ -7,7 +7,7 @@ extends their synthetic nn.py (tests/support/synthetic_torch_max_pool_channels_l
 a flash-attention probe shaped like Keras 3.7-3.15's (written for these tests: only the
 anchored statements follow Keras), so that every patch finds its anchors in the one tree."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 from tests.support import synthetic_torch_max_pool_channels_last as pools
 
 NN_PY = "keras/src/backend/torch/nn.py"

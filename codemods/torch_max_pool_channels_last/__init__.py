@@ -31,9 +31,22 @@ from itertools import pairwise
 import libcst as cst
 
 from codemods import engine
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, InsertAfter, Replace
-from codemods.patchlib import AnchorDrift, Headers, Sources, statements
-from codemods.torch_conv_single_copy import NIGHTLY_NN_PY, NN_PY, TRANSPOSE, block, upstream_call
+from codemods.engine import NIGHTLY_TORCH_NN_PY as NIGHTLY_NN_PY
+from codemods.engine import TORCH_NN_PY as NN_PY
+from codemods.engine import (
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    InsertAfter,
+    Replace,
+    Sources,
+    block,
+    statements,
+)
 
 POOL = "outputs = tnn.max_pool2d(inputs, ...)"
 #: The steps of 3.15.x's `max_pool` the inserted code relies on, in this order in its body.
@@ -44,6 +57,13 @@ SPATIAL, PADDING, DEVICE, META, TO_DEVICE, BACK = (Anchor("max_pool", p, reporte
 CHANNELS_LAST = Anchor("", 'if data_format == "channels_last": ___').compiled
 TWO_D = Anchor("", "num_spatial_dims == 2", expression=True).compiled
 
+TRANSPOSE = "inputs = _transpose_spatial_inputs(inputs)"
+
+
+def upstream_call(scope: str, path: str) -> Anchor:
+    """keras#23645's pools: they ask `_transpose_spatial_inputs` for channels_last memory."""
+    return Anchor(scope, "inputs = _transpose_spatial_inputs(inputs, channels_last_memory_format=True)", path=path,
+                  name="_transpose_spatial_inputs(inputs, channels_last_memory_format=True)")
 
 class TorchMaxPoolChannelsLast(DeclaredPatch):
     name = "torch-max-pool-channels-last"
@@ -59,6 +79,8 @@ class TorchMaxPoolChannelsLast(DeclaredPatch):
         last_update="2026-12-01",
     )
     files = (NN_PY,)
+    #: Upstream's change, where a release has it, is the piece in its words, without the marker.
+    upstream_forms = True
     since = "3.15.0"
     codemod = "ChannelsLastViewCommand"
     edits = (

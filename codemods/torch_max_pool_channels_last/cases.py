@@ -1,7 +1,7 @@
 """What `torch-max-pool-channels-last` makes of torch nn modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from codemods.torch_conv_single_copy.cases import template_helper
 from tests.support.synthetic import replace_once
 from tests.support.synthetic_torch_max_pool_channels_last import NN_PY

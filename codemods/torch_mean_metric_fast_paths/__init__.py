@@ -129,11 +129,17 @@ changes the current cuda device between calls.
 
 from __future__ import annotations
 
-from codemods import torch_compile_dynamic_batch as dynamic_batch
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertBefore
-from codemods.patchlib import Headers, piece_text
+from codemods.engine import REDUCTION_METRICS_PY as REDUCTION_PY
+from codemods.engine import (
+    Anchor,
+    Append,
+    DeclaredPatch,
+    Details,
+    Headers,
+    InsertBefore,
+    applied_piece,
+)
 
-REDUCTION_PY = "keras/src/metrics/reduction_metrics.py"
 METRIC_PY = "keras/src/metrics/metric.py"
 #: Where each fast path goes (above it).
 UPDATE = "values, sample_weight = reduce_to_samplewise_values(values, sample_weight, reduce_fn=ops.mean, dtype=self.dtype)"
@@ -189,8 +195,8 @@ APPLIED = "\n    if __: ___"
 #: upstream's statement kept in its `else`), which this patch's analysis of an already patched
 #: tree must accept.
 UPSTREAM_WEIGHT = "        sample_weight = ops.convert_to_tensor(sample_weight, dtype=dtype)\n"
-REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(UPSTREAM_WEIGHT, piece_text(
-    dynamic_batch.__file__, "integer_weight", " " * 8, upstream=UPSTREAM_WEIGHT))
+REDUCE_BODY_COMPILED_WEIGHT = REDUCE_BODY.replace(UPSTREAM_WEIGHT, applied_piece(
+    "torch-compile-dynamic-batch", "integer_weight", " " * 8, upstream=UPSTREAM_WEIGHT))
 
 
 class TorchMeanMetricFastPaths(DeclaredPatch):
@@ -205,6 +211,8 @@ class TorchMeanMetricFastPaths(DeclaredPatch):
     )
     files = (REDUCTION_PY,)
     since = "3.6.0"
+    #: Its relied-on methods may hold torch-compile-dynamic-batch's integer weight (a later patch).
+    tolerates = ("torch-compile-dynamic-batch",)
     edits = (
         InsertBefore(Anchor("Mean.update_state", UPDATE, name=UPDATE_LABEL), "update_fast_path", label=UPDATE_LABEL),
         InsertBefore(Anchor("Mean.result", RESULT, name=RESULT_LABEL), "result_fast_path", label=RESULT_LABEL),
@@ -226,8 +234,6 @@ class TorchMeanMetricFastPaths(DeclaredPatch):
         Anchor("Metric", "@property\ndef dtype(self): return self._dtype", path=METRIC_PY, reported=False,
                name="Metric.dtype returns self._dtype"),
     )
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="torch fast paths in Mean.update_state and Mean.result",
                       present="Mean.update_state and Mean.result have the torch fast paths (forkgen)", upstream="")
 

@@ -3,7 +3,7 @@ and metric.py (run by tests/unit/test_patch_cases.py), and the breaks of its ins
 equivalence suite must catch. The synthetic modules are ours: only the statements the patch
 anchors on and relies on are shaped like Keras's."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 
 PATH = "keras/src/metrics/reduction_metrics.py"
 METRIC_PATH = "keras/src/metrics/metric.py"

@@ -23,11 +23,10 @@ is left as it is.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import NIGHTLY_TORCH_NN_PY as NIGHTLY_NN_PY
+from codemods.engine import TORCH_NN_PY as NN_PY
+from codemods.engine import Anchor, DeclaredPatch, Details, Headers, Prepend
 
-NN_PY = "keras/src/backend/torch/nn.py"
-NIGHTLY_NN_PY = "keras/src/backend/torch/ops/nn.py"
 FUNCTION = "moments"
 
 
@@ -51,7 +50,6 @@ class TorchMomentsAxesTuple(DeclaredPatch):
     relies_on = (
         Anchor(FUNCTION, "mean = torch.mean(x, dim=axes, keepdim=True)", reported=False),
     )
-    upstream_forms = False
     details = Details(
         apply="a tuple of axes while dynamo traces",
         present="moments hands torch a tuple of axes while compiling (forkgen)",

@@ -4,7 +4,7 @@ catch, and the synthetic nn.py of the series' synthetic tree (the torch nn.py of
 `torch-flash-probe-compile-skip`'s cases, with a `moments` shaped like Keras 3.0-3.15's: written
 for these tests, only the anchored statement follows Keras)."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 from codemods.torch_flash_probe_compile_skip import cases as flash
 
 NN_PY = "keras/src/backend/torch/nn.py"

@@ -92,8 +92,7 @@ device memo.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, Append, DeclaredPatch, Details, Headers, Prepend
 
 NUMPY_PY = "keras/src/backend/torch/numpy.py"
 NIGHTLY_NUMPY_PY = "keras/src/backend/torch/ops/numpy.py"
@@ -166,8 +165,6 @@ class TorchOpsPlainTensorFastPaths(DeclaredPatch):
         Anchor("", EINSUM.format("", ""), name=EINSUM_NAME, reported=False,
                alternatives=tuple(EINSUM.format(f, m) for f, m in ((FAST, ""), ("", MIXED), (FAST, MIXED)))),
     )
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     unshadowed_builtins = True
     details = Details(apply="fast paths at the top of matmul and einsum for plain float tensors",
                       present="matmul and einsum have the fast paths (forkgen)", upstream="")

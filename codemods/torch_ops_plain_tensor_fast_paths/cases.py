@@ -1,7 +1,7 @@
 """What `torch-ops-plain-tensor-fast-paths` makes of torch numpy modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 
 NIGHTLY_NUMPY_PY = "keras/src/backend/torch/ops/numpy.py"
 MATMUL = '''\

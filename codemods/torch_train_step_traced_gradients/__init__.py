@@ -47,10 +47,9 @@ the patch does not bring: 3.15.1's compiled step leaves the gradients in `.grad`
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, Append, DeclaredPatch, Details, InsertAfter, Wrap
-from codemods.patchlib import Headers
+from codemods.engine import TORCH_TRAINER_PY as TRAINER_PY
+from codemods.engine import Anchor, Append, DeclaredPatch, Details, Headers, InsertAfter, Wrap
 
-TRAINER_PY = "keras/src/backend/torch/trainer.py"
 #: Upstream's gradients: backward, then each weight's `.grad` read back.
 GRADIENTS = (
     "loss.backward()\n"
@@ -85,7 +84,6 @@ class TorchTrainStepTracedGradients(DeclaredPatch):
         Anchor("Trainer.train_step", "trainable_tensors = [v.value for v in trainable_weights]",
                name="loss.backward() and the .grad read", description="in Trainer.train_step: torch.autograd.grad"),
     )
-    upstream_forms = False
     details = Details(
         apply="a compiled train step traces its gradients (torch.autograd.grad)",
         present="a compiled train step traces its gradients (forkgen)",

@@ -5,7 +5,7 @@ catch, and the synthetic trainer.py of the series' synthetic tree (the one of
 gradient statements and a `make_train_function` shaped like Keras 3.0-3.15's: written for these
 tests, only the anchored statements follow Keras)."""
 
-from codemods.patchlib import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text
 from tests.support import synthetic_torch_trainer_batch_size as batch_size
 
 TRAINER_PY = "keras/src/backend/torch/trainer.py"

@@ -37,10 +37,19 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods import engine
-from codemods.engine import Anchor, DeclaredPatch, Details, ReplaceExpression, lines, names_of
-from codemods.patchlib import AnchorDrift, Headers, Sources
+from codemods.engine import TORCH_TRAINER_PY as TRAINER_PY
+from codemods.engine import (
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    ReplaceExpression,
+    Sources,
+    lines,
+    names_of,
+)
 
-TRAINER_PY = "keras/src/backend/torch/trainer.py"
 #: Read only (nothing rewrites it): the guard calls `tree.is_nested`, which `tree` must export.
 TREE_INIT_PY = "keras/src/tree/__init__.py"
 METHODS = ("train_step", "test_step")
@@ -76,7 +85,6 @@ class TorchTrainerBatchSize(DeclaredPatch):
                expression=True, name=f"sample_weight={FLATTEN}", description=f"in Trainer.{method}'s loss tracker update")
         for method in METHODS
     )
-    upstream_forms = False
     #: The loss tracker's argument; one trainer class; the guard's imports; tree_api's `is_nested`.
     relies_on = (
         *(Anchor(f"TorchTrainer.{method}", "self._loss_tracker.update_state(___, sample_weight=__)", expression=True,

@@ -3,7 +3,7 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 TRAINER = "keras/src/backend/torch/trainer.py"
 TREE_INIT = "keras/src/tree/__init__.py"

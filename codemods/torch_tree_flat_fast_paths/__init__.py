@@ -40,10 +40,18 @@ which has no such short-cut: no "already upstream" shape). No switch: exact, gat
 
 from __future__ import annotations
 
-from codemods import torch_tree_leaf_shortcut
-from codemods.engine import Analysis, Anchor, DeclaredPatch, Details, Helper, Prepend
-from codemods.patchlib import AnchorDrift, Headers, Sources
-from codemods.torch_tree_leaf_shortcut import TORCHTREE_PY
+from codemods.engine import (
+    TORCHTREE_PY,
+    Analysis,
+    Anchor,
+    AnchorDrift,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    Prepend,
+    Sources,
+)
 from codemods.torch_tree_node_type_fast_path import FLAG as NODE_TYPE_FLAG
 
 FLAG = "_FORKGEN_FLAT_FAST_PATHS"
@@ -79,6 +87,8 @@ class TorchTreeFlatFastPaths(DeclaredPatch):
     # text in 3.12.0-3.15.1 (and in keras-nightly 3.16.0.dev2026102704).
     since = "3.12.0"
     requires = ("torch-tree-node-type-fast-path",)
+    #: Its verify runs torch-tree-leaf-shortcut's check (`_dict_to_ordered_dict` in a form it knows).
+    tolerates = ("torch-tree-leaf-shortcut",)
     codemod = "AddFlatFastPathsCommand"
     #: A branch first in each function, above upstream's statements; the gate (a function and the
     #: flag) at module level right before `def map_structure` (below the node-type gate).
@@ -97,7 +107,6 @@ class TorchTreeFlatFastPaths(DeclaredPatch):
                description="one flat list/tuple/dict of leaves: func over its leaves in order"),
         NODE_TYPE_GATE,
     )
-    upstream_forms = False
     details = Details("flatten/map_structure: flat containers of leaves without tree walks",
                       "the flat fast paths are in (forkgen)", "upstream has the flat fast paths (no release does)")
 
@@ -105,7 +114,7 @@ class TorchTreeFlatFastPaths(DeclaredPatch):
         """Semantic rules: flatten's slow path hands a flat list/tuple of leaves back as the same
         leaves only in a `_dict_to_ordered_dict` the leaf short-cut knows (its check is drift
         otherwise); the gate reads the node-type flag at import, so that flag is assigned above."""
-        torch_tree_leaf_shortcut.PATCH.check(sources)
+        self.tolerated("torch-tree-leaf-shortcut").check(sources)
         ((_, flag),), ((_, target),) = (self.matches(sources, a) for a in (NODE_TYPE_GATE, self.edits[2].anchor))
         if flag > target:
             raise AnchorDrift(TORCHTREE_PY, target, NODE_TYPE_FLAG, "torch-tree-node-type-fast-path's gate assigned "

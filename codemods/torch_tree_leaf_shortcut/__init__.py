@@ -37,10 +37,8 @@ run-time state.
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Prepend
-from codemods.patchlib import Headers
+from codemods.engine import TORCHTREE_PY, Anchor, DeclaredPatch, Details, Headers, Prepend
 
-TORCHTREE_PY = "keras/src/tree/torchtree_impl.py"
 FUNCTION = "_dict_to_ordered_dict"
 FLATTEN = "children, treedef = torch_tree.tree_flatten(structure, is_leaf=lambda x: x is not structure)"
 #: master after keras#23111 (in no release): `id()` in the lambda, after `structure_id = id(structure)`.
@@ -96,7 +94,6 @@ class TorchTreeLeafShortcut(DeclaredPatch):
                name=f"traverse_children: the flatten (lambda x: x is not structure) then `{SINGLE_LEAF}`"),
         TREE_IS_LEAF,
     )
-    upstream_forms = False
     upstream_shapes = (
         (FIRST_FORM, (Anchor("", f"def {FUNCTION}(structure):\n    if _tree_is_leaf(structure): return structure\n    ___",
                              name=f"def {FUNCTION}", description=FIRST_FORM),)),

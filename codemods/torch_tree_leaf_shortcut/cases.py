@@ -3,7 +3,7 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 
 ANCHOR = "children, treedef = torch_tree.tree_flatten(structure, ...)"
 MARK = "        # forkgen: torch-tree-leaf-shortcut (keras#23201: a leaf would flatten to itself alone)\n"

@@ -44,13 +44,17 @@ such branch, so there is no "already upstream" shape). No switch: the gate decid
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
-from codemods.patchlib import Headers
-from codemods.torch_tree_leaf_shortcut import TORCHTREE_PY, TREE_IS_LEAF
+from codemods.engine import TORCHTREE_PY, Anchor, DeclaredPatch, Details, Headers, Helper, Prepend
 
 FLAG = "_FORKGEN_NODE_TYPE_IS_TYPE"
 UPSTREAM_LINE = "return not _tree_is_leaf(structure)"
 
+#: `_tree_is_leaf`, torch's leaf test (what `tree_flatten` applies), as 3.12.0-3.15.1 and
+#: keras-nightly have it.
+TREE_IS_LEAF = Anchor("", """\
+def _tree_is_leaf(tree, is_leaf=None):
+    if is_leaf is not None and is_leaf(tree): return True
+    return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES""", name="def _tree_is_leaf", reported=False)
 
 class TorchTreeNodeTypeFastPath(DeclaredPatch):
     name = "torch-tree-node-type-fast-path"
@@ -84,7 +88,6 @@ class TorchTreeNodeTypeFastPath(DeclaredPatch):
                description="non-tuple types answer with type(x) in SUPPORTED_NODES"),
         TREE_IS_LEAF,
     )
-    upstream_forms = False
     details = Details("is_nested: type(x) in SUPPORTED_NODES for non-tuple types",
                       "the node-type fast path is in (forkgen)", "upstream has the node-type fast path (no release does)")
 

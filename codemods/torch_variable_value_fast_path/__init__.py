@@ -65,8 +65,16 @@ meta stub). No switch: the fast path keeps no state and returns what the body wo
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, Prepend
-from codemods.patchlib import TORCH_CORE_MOVED, TORCH_CORE_PY, Headers
+from codemods.engine import (
+    TORCH_CORE_MOVED,
+    TORCH_CORE_PY,
+    Anchor,
+    DeclaredPatch,
+    Details,
+    Headers,
+    Helper,
+    Prepend,
+)
 
 ANCHOR = "Variable.value: def maybe_use_symbolic_tensor(value): / if in_stateless_scope(): / ..."
 #: Upstream's getter, 3.5.0-3.15.1 and keras-nightly (its closure is where the body reads the device).
@@ -117,8 +125,6 @@ class TorchVariableValueFastPath(DeclaredPatch):
         Anchor("", GET_DEVICE, name="def get_device(): (global 'torch_device', else DEFAULT_DEVICE)", reported=False),
         Anchor("", "def get_device(___): ___", name="def get_device()", reported=False),
     )
-    #: An unmarked fast path is not upstream's (it has none): drift.
-    upstream_forms = False
     details = Details(apply="a fast path returning self._value at the top of Variable.value",
                       present="Variable.value has the fast path (forkgen)", upstream="")
 

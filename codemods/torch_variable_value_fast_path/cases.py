@@ -1,7 +1,7 @@
 """What `torch-variable-value-fast-path` makes of torch core modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.patchlib import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant
 
 GET_DEVICE = '''\
 def get_device():

@@ -50,8 +50,7 @@ ops/operation.py's `_post_build`/`_track_variables` being 3.15.1's (drift otherw
 
 from __future__ import annotations
 
-from codemods.engine import Anchor, DeclaredPatch, Details, Helper, InsertAfter
-from codemods.patchlib import Headers
+from codemods.engine import Anchor, DeclaredPatch, Details, Headers, Helper, InsertAfter
 
 TRAINER_PY = "keras/src/trainers/trainer.py"
 #: Read only: the `_post_build`s the inserted helper vouches for.
@@ -89,8 +88,6 @@ class TrainerSymbolicBuildSkip(DeclaredPatch):
         InsertAfter(Anchor(METHOD, "optimizer_unbuilt = __", name=ANCHOR, description=WHERE), "guard"),
         Helper(Anchor("", "class Trainer: ___", reported=False), "helper", label="the helper"),
     )
-    #: An unmarked guard is no upstream shape (nightly's return has no helper): drift.
-    upstream_forms = False
     #: The four flags, each assigned once and in this order (the guard reads them all); the
     #: final `self._post_build()`, the one statement the early return skips besides the builds;
     #: the `_post_build`/`_track_variables` of torch's layer and `Operation`, as 3.15.1 has them.

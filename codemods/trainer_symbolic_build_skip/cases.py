@@ -9,7 +9,7 @@ from importlib import resources
 import libcst as cst
 import libcst.matchers as m
 
-from codemods.patchlib import Case, Mutant
+from codemods.engine import Case, Mutant
 from tests.support import synthetic_operation_call_error_info as _operation
 
 TRAINER_PY = "keras/src/trainers/trainer.py"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.callspec_fast_path.variants import LAYER_PY
+from codemods.engine import LAYER_PY
 from forkgen import config, overlay, patch, provenance
 from forkgen.errors import EXIT_FETCH, EXIT_INTEGRITY
 from forkgen.fetch import default_cache_dir, fetch

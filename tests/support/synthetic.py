@@ -17,7 +17,7 @@ import textwrap
 import types
 from pathlib import Path
 
-from codemods.patchlib import Patch, Sources
+from codemods.engine import Patch, Sources
 
 LAYER_V4 = textwrap.dedent(
     '''\

@@ -8,8 +8,7 @@ import pytest
 
 from codemods.callspec_fast_path import PATCH
 from codemods.callspec_fast_path.source import analyze_source, patch_source
-from codemods.callspec_fast_path.variants import LAYER_PY
-from codemods.patchlib import AnchorDrift, Sources
+from codemods.engine import LAYER_PY, AnchorDrift, Sources
 from tests.support.synthetic import LAYER_V4, load_module
 
 

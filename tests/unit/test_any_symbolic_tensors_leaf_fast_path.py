@@ -10,7 +10,7 @@ import types
 import pytest
 
 from codemods.any_symbolic_tensors_leaf_fast_path import PATCH
-from codemods.patchlib import Outcome, Sources
+from codemods.engine import Outcome, Sources
 from tests.support import synthetic_any_symbolic_tensors_leaf_fast_path as synthetic
 from tests.support.synthetic import load_module
 

@@ -13,7 +13,7 @@ from libcst.codemod import CodemodContext, TransformSkip, transform_module
 
 from codemods.dtype_fast_paths import PATCH
 from codemods.dtype_fast_paths.cases import DTYPES_AFTER, DTYPES_NIGHTLY, VARIABLES_AFTER
-from codemods.patchlib import Sources
+from codemods.engine import Sources
 from tests.support.synthetic_dtype_fast_paths import (
     DTYPES,
     DTYPES_PY,

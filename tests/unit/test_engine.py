@@ -1,4 +1,4 @@
-"""The patch engine (codemods/engine.py) on a small synthetic module: patterns, lines, each edit,
+"""The patch engine (codemods/engine/) on a small synthetic module: patterns, lines, each edit,
 counts, drift wording, markers and outcomes, name checks, the generated command."""
 
 from __future__ import annotations
@@ -11,29 +11,37 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, CodemodTest, SkipFile
 
-from codemods import engine, series
+from codemods import series
 from codemods.engine import (
+    TREE_CACHES,
     AddElse,
     Analysis,
     Anchor,
+    AnchorDrift,
     Append,
+    Check,
     DeclaredPatch,
     Details,
     Edit,
+    Headers,
     Helper,
     InsertAfter,
     InsertBefore,
+    Outcome,
     Prepend,
     Replace,
     ReplaceExpression,
+    Sources,
     Unwrap,
     Wrap,
     WrapBody,
     compile_pattern,
+    linemap,
     lines,
+    names,
     names_of,
+    statements,
 )
-from codemods.patchlib import TREE_CACHES, AnchorDrift, Check, Headers, Outcome, Sources, statements
 
 PATH = "pkg/mod.py"
 MODULE = textwrap.dedent(
@@ -130,10 +138,12 @@ DETAILS = Details(apply="edit {todo}", present="all in", upstream="upstream did 
 
 
 def declare(*edits: Edit, **extra: Any) -> DeclaredPatch:
-    """A patch `test-patch` of `pkg/mod.py` made of `edits`, its pieces from TEMPLATE."""
+    """A patch `test-patch` of `pkg/mod.py` made of `edits`, its pieces from TEMPLATE; unless told
+    otherwise, an unmarked applied form is upstream's (`upstream_forms`, which most tests here
+    exercise; a patch's default is drift)."""
     namespace = {
         "name": "test-patch", "version": "3", "headers": HEADERS, "files": (PATH,), "edits": edits,
-        "details": DETAILS, "template_source": TEMPLATE, "__module__": __name__, **extra,
+        "details": DETAILS, "template_source": TEMPLATE, "__module__": __name__, "upstream_forms": True, **extra,
     }
     cls = type("TestPatch", (DeclaredPatch,), namespace)
     return cls()  # type: ignore[no-any-return]
@@ -399,7 +409,7 @@ def test_a_description_names_the_state_of_its_piece() -> None:
 def test_a_series_run_leaves_no_tree_in_the_caches_by_node() -> None:
     # Lines and names are kept by node, the node with them: a run empties them as it ends.
     WRAP.check(sources(MODULE))
-    assert all(TREE_CACHES) and {id(c) for c in TREE_CACHES} >= {id(engine._PARTS), id(engine._LINES), id(engine._NAMES)}
+    assert all(TREE_CACHES) and {id(c) for c in TREE_CACHES} >= {id(linemap._PARTS), id(linemap._LINES), id(names._NAMES)}
     result = series.run(lambda path: MODULE if path == PATH else None, (WRAP,))
     assert result.files == {PATH: WRAPPED} and not any(TREE_CACHES)
 
@@ -631,7 +641,8 @@ def test_an_unmarked_applied_form_may_be_drift_and_a_form_reports_its_own_line()
     at_form = declare(Wrap(Anchor("Box.get", "self.ready = True"), "guard", form_line=True))
     assert [a.line for a in run(at_form, WRAPPED)[0].anchors] == [21]
     assert run(at_form, unmarked(WRAPPED))[0].outcome is Outcome.UPSTREAM
-    strict = declare(*WRAP.edits, upstream_forms=False)
+    strict = declare(*WRAP.edits, upstream_forms=DeclaredPatch.upstream_forms)
+    assert DeclaredPatch.upstream_forms is False  # the default: most patches' upstream change has another shape
     assert run(strict, WRAPPED)[0].present
     assert drift(strict, unmarked(WRAPPED)) == (
         "pkg/mod.py:21: anchor 'self.ready = True': expected unguarded, or guarded by forkgen; "

@@ -11,7 +11,7 @@ from codemods.callspec_training_fast_path import CallSpecTrainingFastPathCommand
 from codemods.callspec_training_fast_path.cases import BINDINGS, GUARD_END
 from codemods.callspec_training_fast_path.cases import EXTENDED_GUARD_END as EXTENDED
 from codemods.callspec_training_fast_path.cases import FLAG as BASE_FLAG
-from codemods.patchlib import AnchorDrift
+from codemods.engine import AnchorDrift
 from tests.support.synthetic import LAYER_V4, LAYERS, replace_once
 
 BASE = patch_source(LAYER_V4, extension=False).source

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods.engine import Outcome, Sources
 from codemods.input_spec_single_fast_path import PATCH
 from codemods.input_spec_single_fast_path.cases import AFTER, BEFORE
-from codemods.patchlib import Outcome, Sources
 from tests.support.synthetic import load_module
 from tests.support.synthetic_input_spec_single_fast_path import FILES, runnable
 

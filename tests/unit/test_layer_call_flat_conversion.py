@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods.engine import Sources
 from codemods.layer_call_flat_conversion import PATCH
 from codemods.layer_call_flat_conversion.cases import AFTER, BEFORE, LAYER
 from codemods.layer_call_training_only_conversion import PATCH as TRAINING_ONLY
-from codemods.patchlib import Sources
 from tests.support.synthetic import load_module
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from codemods.engine import Outcome, Sources
 from codemods.layer_call_state_writes import PATCH
 from codemods.layer_call_state_writes.cases import AFTER, BEFORE
-from codemods.patchlib import Outcome, Sources
 
 
 class Recorder:

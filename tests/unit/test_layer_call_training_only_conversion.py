@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from codemods.callspec_fast_path import PATCH as CALLSPEC
 from codemods.callspec_training_fast_path import PATCH as CALLSPEC_TRAINING
+from codemods.engine import Outcome, Sources
 from codemods.layer_call_training_only_conversion import PATCH
 from codemods.layer_call_training_only_conversion.cases import AFTER, BEFORE
-from codemods.patchlib import Outcome, Sources
 from tests.support.synthetic import LAYER_V4, load_module
 
 MARK = "# forkgen: layer-call-training-only-conversion"

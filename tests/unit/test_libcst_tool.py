@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from codemods.callspec_fast_path.source import patch_source
+from codemods.engine import Sources
 from codemods.layer_call_state_writes import PATCH as STATE_WRITES
-from codemods.patchlib import Sources
 from tests.support.synthetic import LAYER_V4
 
 ROOT = Path(__file__).resolve().parents[2]

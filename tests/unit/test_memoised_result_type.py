@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods.engine import Sources
 from codemods.memoised_result_type import PATCH
 from codemods.memoised_result_type.cases import AFTER
-from codemods.patchlib import Sources
 from tests.support.synthetic_dtype_fast_paths import (
     DTYPES,
     DTYPES_PY,

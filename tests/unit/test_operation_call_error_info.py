@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from libcst.codemod import CodemodContext
 
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.operation_call_error_info import PATCH
 from codemods.operation_call_error_info.cases import AFTER, TRACEBACK_UTILS_AFTER, WRAP_LINES
-from codemods.patchlib import AnchorDrift, Outcome, Sources
 from tests.support.synthetic_operation_call_error_info import (
     CORE_PY,
     FILES,

@@ -2,7 +2,7 @@
 VALID/INVALID examples: the change it makes, no change on a tree it already patched, the *upstream*
 outcome, drift with its diagnostic. Also: each declared mutant still applies to its file.
 
-A case is a `codemods.patchlib.Case`; the series' packages are found from `codemods.series`, so a
+A case is a `codemods.engine.Case`; the series' packages are found from `codemods.series`, so a
 new patch's cases run here without being listed anywhere else.
 """
 
@@ -16,10 +16,10 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, TransformSkip, TransformSuccess, transform_module
 
-from codemods.engine import DeclaredPatch
-from codemods.patchlib import (
+from codemods.engine import (
     AnchorDrift,
     Case,
+    DeclaredPatch,
     Mutant,
     Outcome,
     Patch,

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods import series
 from codemods.callspec_fast_path import rules
 from codemods.callspec_fast_path.source import patch_source
 from forkgen import cli, report
-from forkgen.errors import EXIT_DRIFT, EXIT_USAGE
+from forkgen.errors import EXIT_DRIFT, EXIT_INTERNAL, EXIT_USAGE
 from tests.support.synthetic import LAYER_V4, LAYERS, load_module, tree_files, write_tree
 
 #: The patched synthetic layer.py of every variant, executed: the template's own rules.
@@ -420,3 +421,57 @@ def test_bad_source_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert cli.main(["report", str(src), "--json"]) == code
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["exit_code"] == code and message in doc["error"]
+
+
+# -- the rules: read through the series' declared interface, never from a named patch ------------
+def test_the_series_has_one_patch_declaring_call_rules() -> None:
+    declaring = [p for p in series.load_series() if p.call_rules is not None]
+    assert len(declaring) == 1
+    assert series.call_rules() is declaring[0].call_rules
+
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_call_rules_needs_exactly_one_declaring_patch(count: int) -> None:
+    rules = series.call_rules()
+    patches: Any = [types.SimpleNamespace(name=f"p{i}", call_rules=rules if i < count else None) for i in range(3)]
+    if count == 1:
+        assert series.call_rules(patches) is rules
+        return
+    with pytest.raises(series.DeclarationError, match=f"declaring them: {'none' if count == 0 else 'p0, p1'}$"):
+        series.call_rules(patches)
+
+
+def test_report_gives_the_declared_rules_verdicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = series.call_rules()
+
+    class Refusing:  # the series' rules, but no layer gets a plan or bindings
+        base_pieces = real.base_pieces
+        analyze_source = staticmethod(real.analyze_source)
+        call_parameters = staticmethod(real.call_parameters)
+        unbound_reason = staticmethod(real.unbound_reason)
+
+        @staticmethod
+        def plan_reason(params: list[Any]) -> str:
+            return "refused by the declared rules"
+
+        bindings_reason = plan_reason
+
+    src = make_tree(tmp_path / "src", MODULES, patched=True)
+    assert any(row.shapes["layer(x)"].fast for row in report.report(src).layers)
+    monkeypatch.setattr(series, "call_rules", lambda: Refusing())
+    rows = [row for row in report.report(src).layers if row.arities is not None]
+    refused = report.Verdict(False, False, "refused by the declared rules")
+    assert rows and all(row.shapes["keywords"] == refused and not row.shapes["layer(x)"].fast for row in rows)
+    assert any(row.shapes["layer(x)"] == refused for row in rows)
+
+
+def test_report_without_declared_rules_is_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = make_tree(tmp_path / "src", MODULES, patched=True)
+    undeclared = tuple(types.SimpleNamespace(name=p.name, call_rules=None) for p in series.load_series())
+    monkeypatch.setattr(series, "load_series", lambda: undeclared)
+    assert cli.main(["report", str(src)]) == EXIT_INTERNAL
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("error: forkgen report: exactly one patch of the series must declare `call_rules`")
+    assert err[0].endswith("declaring them: none") and err[1].startswith("hint: ")

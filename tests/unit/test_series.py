@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from codemods import series
-from codemods.patchlib import AnchorDrift, Check, Headers, Outcome, Patch, Sources
+from codemods.engine import AnchorDrift, Check, Headers, Outcome, Patch, Sources
 from forkgen import cli
 from forkgen.errors import EXIT_DRIFT, EXIT_USAGE
 from tests.support.synthetic import tree_files, write_tree

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codemods.patchlib import AnchorDrift
+from codemods.engine import AnchorDrift
 from codemods.stamp_version import read_version, stamp_version
 from forkgen.build import fork_version
 from forkgen.errors import BuildError

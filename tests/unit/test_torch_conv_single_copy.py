@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH
 from codemods.torch_conv_single_copy.cases import AFTER, BEFORE, CALL, HELPER, NIGHTLY, NIGHTLY_NN
 from tests.support import synthetic_torch_conv_single_copy as synthetic

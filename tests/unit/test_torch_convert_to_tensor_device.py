@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import NIGHTLY_TORCH_CORE_PY, AnchorDrift, Outcome, Sources
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, AnchorDrift, Outcome, Sources
 from codemods.torch_convert_to_tensor_device import PATCH
 from codemods.torch_convert_to_tensor_device.cases import NIGHTLY
 from tests.support import synthetic_torch_convert_to_tensor_device as synthetic

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Patch, Sources
+from codemods.engine import AnchorDrift, Outcome, Patch, Sources
 from codemods.series import load_series, run
 from codemods.torch_convert_to_tensor_device import PATCH as DEVICE_PATCH
 from codemods.torch_convert_to_tensor_noop_moves import PATCH

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH as CONV_PATCH
 from codemods.torch_max_pool_channels_last import PATCH
 from codemods.torch_max_pool_channels_last.cases import (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import codemods.torch_mean_metric_fast_paths as package
-from codemods.patchlib import piece_text
+from codemods.engine import piece_text
 from tests.support import torch_current_cuda as standin
 
 

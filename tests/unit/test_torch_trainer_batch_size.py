@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_trainer_batch_size import PATCH
 from codemods.torch_trainer_batch_size.cases import AFTER, BEFORE, NIGHTLY, OUR_ARG, UPSTREAM_ARG
 from tests.support import synthetic_torch_trainer_batch_size as synthetic

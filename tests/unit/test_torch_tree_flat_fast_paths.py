@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from codemods.patchlib import Outcome, Sources
+from codemods.engine import Outcome, Sources
 from codemods.torch_tree_flat_fast_paths import FLAG, PATCH
 from codemods.torch_tree_leaf_shortcut import PATCH as LEAF_SHORTCUT
 from codemods.torch_tree_node_type_fast_path import FLAG as NODE_TYPE_FLAG

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_tree_leaf_shortcut import PATCH
 from tests.support import synthetic_torch_tree_leaf_shortcut as synthetic
 from tests.support.synthetic import load_module

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from codemods.patchlib import Outcome, Sources
+from codemods.engine import Outcome, Sources
 from codemods.torch_tree_leaf_shortcut import PATCH as LEAF_SHORTCUT
 from codemods.torch_tree_node_type_fast_path import FLAG, PATCH
 from codemods.torch_tree_node_type_fast_path.cases import BEFORE

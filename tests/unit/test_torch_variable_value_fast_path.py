@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.series import load_series, run
 from codemods.torch_variable_value_fast_path import PATCH
 from tests.support import synthetic_torch_variable_value_fast_path as synthetic

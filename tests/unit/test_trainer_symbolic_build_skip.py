@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from codemods import series
-from codemods.patchlib import AnchorDrift, Outcome, Sources
+from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.trainer_symbolic_build_skip import PATCH
 from codemods.trainer_symbolic_build_skip import cases as synthetic
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codemods import series as series_mod
-from codemods.callspec_fast_path.variants import LAYER_PY
+from codemods.engine import LAYER_PY
 from forkgen import cli, provenance, verify
 from forkgen import rebase as rebase_mod
 from forkgen.errors import EXIT_DRIFT, EXIT_FETCH, EXIT_OK, EXIT_OUTDATED

@@ -17,7 +17,7 @@ from typing import Any
 
 import libcst as cst
 
-from codemods.patchlib import PLACEHOLDER
+from codemods.engine import PLACEHOLDER
 
 #: The code common to every variant, and the module holding each variant's own rule (V3 and V4
 #: classify alike), spliced before `_callspec_fast_plan`.

@@ -1,9 +1,10 @@
 """What `any-symbolic-tensors-leaf-fast-path` makes of keras_tensor.py modules shaped like Keras
 3.15's (run by tests/unit/test_patch_cases.py), and the breaks of its inserted code the
-equivalence suite must catch. (tests/support/synthetic_any_symbolic_tensors_leaf_fast_path.py
-holds the runnable module the behaviour tests and the synthetic trees use.)"""
+equivalence suite must catch; and the runnable module the behaviour tests
+(tests/unit/test_any_symbolic_tensors_leaf_fast_path.py) and the synthetic trees use: `FILES` holds
+`KERAS_TENSOR_PY`, BEFORE taking its `tree` from here, a tiny stand-in that counts its calls."""
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 BEFORE = '''\
 from keras.src import tree
@@ -26,42 +27,40 @@ def any_symbolic_tensors(args=None, kwargs=None):
     return False
 '''
 NESTED = "            if tree.is_nested(x):\n"
+#: The loop of BEFORE: its KerasTensor test first, then its nested test.
+FIRST = "        for x in items:\n            if isinstance(x, KerasTensor):\n                return True\n"
+NESTED_TEST = BEFORE[BEFORE.index(NESTED):BEFORE.index("    return False\n")]
 #: The tables and the learning helper right before the function; the leaf test before upstream's
 #: `if tree.is_nested(x):` (after the KerasTensor test), the learning after it.
-AFTER = BEFORE.replace("def any_symbolic_tensors(", '''\
-# forkgen: any-symbolic-tensors-leaf-fast-path (values that are leaves of every tree)
-# Exact types that no tree implementation Keras uses (optree, dm-tree, torch's
-# pytree) treats as nested. A tuple, not a frozenset: torch.compile guards on it.
-_forkgen_any_symbolic_plain_types = (bool, int, float, str)
-# The classes seen by `any_symbolic_tensors`, mapped to True when an instance was a
-# leaf that `keras.ops.is_tensor` accepted (a backend tensor: a leaf for every
-# instance, as both tests look at the class only), else False (the full test runs).
-_forkgen_any_symbolic_leaf_types = {}
+AFTER = BEFORE.replace("def any_symbolic_tensors(", piece_text(__file__, "module_level") + "\n\ndef any_symbolic_tensors(").replace(
+    FIRST + NESTED_TEST,
+    piece_text(__file__, "loop_body", "        ", upstream=NESTED_TEST).replace("        for x in items:\n", FIRST, 1))
+#: A runnable keras_tensor.py: BEFORE, with `tree` from this module.
+KERAS_TENSOR_PY = '"""Synthetic stand-in for keras/src/backend/common/keras_tensor.py."""\n\n' + BEFORE.replace(
+    "from keras.src import tree\n", "from codemods.any_symbolic_tensors_leaf_fast_path.cases import tree\n", 1)
+
+FILES = {"keras/src/backend/common/keras_tensor.py": KERAS_TENSOR_PY}
 
 
-def _forkgen_any_symbolic_learn(x):
-    # Reads `keras.ops.is_tensor` only once its module is loaded (never imports). Not
-    # while torch.compile traces: Dynamo splits the graph after a global dict changes.
-    import sys
+class _Tree:
+    """Lists, tuples and dicts are nested; everything else is a leaf. Counts `is_nested`."""
 
-    torch = sys.modules.get("torch")
-    if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():
-        return
-    is_tensor = getattr(sys.modules.get("keras.src.ops.core"), "is_tensor", None)
-    if is_tensor is not None:
-        _forkgen_any_symbolic_leaf_types[type(x)] = not tree.is_nested(x) and bool(is_tensor(x))
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def is_nested(self, x: object) -> bool:
+        self.calls += 1
+        return isinstance(x, (list, tuple, dict))
+
+    def flatten(self, x: object) -> list[object]:
+        if isinstance(x, dict):
+            x = list(x.values())
+        if isinstance(x, (list, tuple)):
+            return [leaf for item in x for leaf in self.flatten(item)]
+        return [x]
 
 
-def any_symbolic_tensors(''').replace(NESTED, '''\
-            # forkgen: any-symbolic-tensors-leaf-fast-path (no tree.is_nested for certain leaves)
-            leaf = _forkgen_any_symbolic_leaf_types.get(type(x))
-            if leaf or x is None or type(x) in _forkgen_any_symbolic_plain_types:
-                continue
-''' + NESTED).replace("    return False\n", '''\
-            if leaf is None:
-                _forkgen_any_symbolic_learn(x)
-    return False
-''')
+tree = _Tree()
 
 CASES = (
     Case("the leaf test around upstream's nested test, the helpers before the function", BEFORE, AFTER,

@@ -3,19 +3,20 @@ breaks of its inserted code that the equivalence suite must catch (`nox -s mutan
 patch's templates."""
 
 from codemods.callspec_fast_path import templates
-from codemods.callspec_fast_path.cases import CALLSPEC, member_code, module_code, patched
-from codemods.engine import Case, Mutant
-from tests.support.synthetic import LAYER_V4, replace_once
+from codemods.callspec_fast_path.cases import (
+    CALLSPEC,
+    LAYER_V4,
+    member_code,
+    method_code,
+    module_code,
+    patched,
+)
+from codemods.engine import Case, Mutant, replace_once
 
+PIECES = templates.extension_pieces("V4")
 BASE = patched(LAYER_V4)
 FLAG = "        self._call_spec_fast_path = self._call_spec_fast_plan is not None\n"
-BINDINGS = """\
-        # forkgen CallSpec fast path, extension: every other call that binds
-        # skips `signature.bind` too.
-        self._call_spec_fast_bindings = _callspec_fast_bindings(self._call_signature)
-        if self._call_spec_fast_bindings is not None:
-            self._call_spec_fast_path = True
-"""
+BINDINGS = method_code(PIECES["bindings"])
 FAST_END = """\
         self.eager = not isinstance(first_arg, KerasTensor)
         return self
@@ -24,33 +25,18 @@ GUARD_END = """\
             call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
         else:
 """
-EXTENDED_GUARD_END = """\
-            call_spec = CallSpec._fast(self._call_spec_fast_plan, args[0])
-        # forkgen CallSpec fast path, extension: any other call that binds;
-        # `_fast_bound` returns None (and leaves `kwargs` alone) for a call
-        # that would not bind, which upstream's constructor below then rejects.
-        elif (
-            self._call_spec_fast_path
-            and self._call_spec_fast_bindings is not None
-            and self._call_spec_fast_bindings.signature is self._call_signature
-            and (
-                call_spec := CallSpec._fast_bound(
-                    self._call_spec_fast_bindings, self, args, kwargs
-                )
-            )
-            is not None
-        ):
-            pass
-        else:
-"""
+#: The branch (`if UPSTREAM: UPSTREAM elif ...: pass else: UPSTREAM`) between the base's fast
+#: branch and upstream's `else:`.
+_BRANCH = method_code(PIECES["branch"]).split("            UPSTREAM\n")
+assert len(_BRANCH) == 3 and _BRANCH[0] == "        if UPSTREAM:\n" and _BRANCH[2] == ""
+EXTENDED_GUARD_END = GUARD_END.splitlines(True)[0] + _BRANCH[1]
 
 
 def extended(base: str) -> str:
-    pieces = templates.extension_pieces("V4")
     after = replace_once(base, FLAG, FLAG + BINDINGS)
     after = replace_once(after, GUARD_END, EXTENDED_GUARD_END)
-    after = replace_once(after, CALLSPEC, module_code(pieces["helpers"]) + CALLSPEC)
-    return replace_once(after, FAST_END, FAST_END + member_code(pieces["fast_bound"][0]))
+    after = replace_once(after, CALLSPEC, module_code(PIECES["helpers"]) + CALLSPEC)
+    return replace_once(after, FAST_END, FAST_END + member_code(PIECES["fast_bound"][0]))
 
 
 CASES = (

@@ -167,7 +167,7 @@ the only import a patch makes besides the patches it `requires`. Its modules, on
 
 from __future__ import annotations
 
-from codemods.engine.cases import Case, Mutant, applied_piece, examples, piece_text
+from codemods.engine.cases import Case, Mutant, applied_piece, examples, piece_text, replace_once
 from codemods.engine.command import DeclaredCommand
 from codemods.engine.declared import DeclaredPatch
 from codemods.engine.edits import (
@@ -236,7 +236,7 @@ __all__ = [
     "DeclaredPatch", "Details", "Edit", "FileAnalysis", "Headers", "Helper", "InsertAfter", "InsertBefore", "Mutant",
     "Occurrence", "Outcome", "Patch", "Pattern", "Prepend", "Replace", "ReplaceExpression", "Sources", "State", "Unwrap",
     "Wrap", "WrapBody", "compile_either", "compile_pattern", "examples", "forget_trees", "imports_of", "lines", "marker",
-    "names_of", "piece_text", "statements", "template_pieces", "walk",
+    "names_of", "piece_text", "replace_once", "statements", "template_pieces", "walk",
     "KEYWORD_ONLY", "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_KEYWORD", "VAR_POSITIONAL", "CallRules",
     "LayerAnalysis", "Parameter",
 ]

@@ -73,6 +73,14 @@ def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
     return tuple(getattr(module, "CASES", ())), tuple(getattr(module, "MUTANTS", ()))
 
 
+def replace_once(text: str, old: str, new: str) -> str:
+    """`text` with its only occurrence of `old` replaced, for a case's text made from another
+    (raises when `old` is not there exactly once, so a case cannot silently lose its change)."""
+    if text.count(old) != 1:
+        raise ValueError(f"expected exactly one occurrence of:\n{old}")
+    return text.replace(old, new)
+
+
 def piece_text(cases_file: str, function: str, indent: str = "", upstream: str | None = None) -> str:
     """The text of the piece `function` of the `inserted.py` beside `cases_file` (a `cases.py`'s
     `__file__`), for its cases' expected texts: the body of `def function(...):` (its lines

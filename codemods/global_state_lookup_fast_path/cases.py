@@ -1,26 +1,68 @@
 """What `global-state-lookup-fast-path` makes of global_state.py modules shaped like Keras's (run
-by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
 
-from codemods.engine import Case, Mutant
-from tests.support.synthetic_global_state_lookup_fast_path import GLOBAL_STATE_PY
+`FILES` holds a small `keras/src/backend/common/global_state.py` shaped like Keras's (written
+for these tests; only the anchored statements follow Keras): `import threading` among the
+leading imports, the tracker as a `threading.local()`, `set_global_attribute`,
+`get_global_attribute` starting with `attr = getattr(GLOBAL_STATE_TRACKER, name, None)`, and a
+`clear_session` that puts a new local in the tracker's place. It imports nothing from Keras, so
+tests/unit/test_global_state_lookup_fast_path.py can execute it, patched or not, with `load_module`.
+"""
+
+import textwrap
+
+from codemods.engine import Case, Mutant, piece_text
+
+PATH = "keras/src/backend/common/global_state.py"
+
+GLOBAL_STATE_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/common/global_state.py."""
+
+    import gc
+    import threading
+
+    GLOBAL_STATE_TRACKER = threading.local()
+    GLOBAL_SETTINGS_TRACKER = threading.local()
+
+
+    def set_global_attribute(name, value):
+        setattr(GLOBAL_STATE_TRACKER, name, value)
+
+
+    def get_global_attribute(name, default=None, set_to_default=False):
+        attr = getattr(GLOBAL_STATE_TRACKER, name, None)
+        if attr is None and default is not None:
+            attr = default
+            if set_to_default:
+                set_global_attribute(name, attr)
+        return attr
+
+
+    def clear_session(free_memory=True):
+        # Every piece of state goes with the old trackers.
+        global GLOBAL_STATE_TRACKER
+        global GLOBAL_SETTINGS_TRACKER
+
+        GLOBAL_STATE_TRACKER = threading.local()
+        GLOBAL_SETTINGS_TRACKER = threading.local()
+        if free_memory:
+            gc.collect()
+    '''
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/common/__init__.py": "",
+    PATH: GLOBAL_STATE_PY,
+}
 
 BEFORE = GLOBAL_STATE_PY
 
 LOOKUP = "    attr = getattr(GLOBAL_STATE_TRACKER, name, None)\n"
-MODULE_LEVEL = (
-    "\n"
-    "# forkgen: global-state-lookup-fast-path (the names a threading.local answers itself)\n"
-    "_forkgen_local_type = threading.local\n"
-    '_forkgen_local_names = frozenset((*dir(threading.local), "__dict__"))\n'
-)
-FAST = (
-    "    # forkgen: global-state-lookup-fast-path (any other str name: the calling thread's dict)\n"
-    "    tracker = GLOBAL_STATE_TRACKER\n"
-    "    if type(tracker) is _forkgen_local_type and type(name) is str and name not in _forkgen_local_names:\n"
-    "        attr = tracker.__dict__.get(name)\n"
-    "    else:\n"
-    "        attr = getattr(GLOBAL_STATE_TRACKER, name, None)\n"
-)
+MODULE_LEVEL = "\n" + piece_text(__file__, "module_level")
+FAST = piece_text(__file__, "get_global_attribute_lookup", "    ", upstream=LOOKUP)
 AFTER = BEFORE.replace("import threading\n", "import threading\n" + MODULE_LEVEL, 1).replace(LOOKUP, FAST, 1)
 #: Other getattr calls on the tracker, the settings tracker and other functions stay as they are.
 EXTRA = '''

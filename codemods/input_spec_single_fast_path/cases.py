@@ -1,9 +1,9 @@
 """What `input-spec-single-fast-path` makes of input_spec.py modules shaped like Keras
 3.4.0-3.15.1's (run by tests/unit/test_patch_cases.py), and the breaks of its inserted code the
-equivalence suite must catch. BEFORE (which tests/support/synthetic_input_spec_single_fast_path.py
-makes runnable) and AFTER also run side by side in tests/unit/test_input_spec_single_fast_path.py."""
+equivalence suite must catch. BEFORE and AFTER, made runnable (`runnable`), also run side by side in
+tests/unit/test_input_spec_single_fast_path.py; `FILES` is the runnable BEFORE, for the synthetic trees."""
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 #: The same statements and checks as Keras 3.4.0-3.15.1's `assert_input_compatibility` (the
 #: patch pins their normalised shape), with messages of our own, which the patch ignores.
@@ -107,64 +107,8 @@ def assert_input_compatibility(input_spec, inputs, layer_name):
 '''
 EMPTY_RETURN = "    if not input_spec:\n        return\n"
 #: The fast path right after the leading `if not input_spec: return`, the helper after the function.
-AFTER = BEFORE.replace(EMPTY_RETURN, EMPTY_RETURN + '''
-    # forkgen: input-spec-single-fast-path (keras-team/keras#23184)
-    # One InputSpec and one input that is not nested: return at once when
-    # the checks below would pass. Otherwise they run as they are, and raise.
-    if (
-        type(input_spec) is InputSpec
-        and not isinstance(inputs, dict)
-        and not tree.is_nested(inputs)
-        and _single_input_spec_passes(input_spec, inputs)
-    ):
-        return
-''') + '''
-
-# forkgen: input-spec-single-fast-path (keras-team/keras#23184)
-def _single_input_spec_passes(spec, x):
-    """Whether `assert_input_compatibility(spec, x, ...)` passes, for one
-    `InputSpec` and one input `x` that is not nested.
-
-    Answers without flattening anything: the same checks in the same order,
-    each one ending in `return False` where `assert_input_compatibility`
-    raises, so that the caller then runs those checks and raises exactly
-    as they do. An exception from a check itself (`standardize_shape`, an
-    out-of-range axis) is the one those checks would raise first.
-    """
-    if x is None and spec.optional:
-        return True
-    if not hasattr(x, "shape"):
-        return False
-    shape = backend.standardize_shape(x.shape)
-    ndim = len(shape)
-    if spec.ndim is not None and not spec.allow_last_axis_squeeze:
-        if ndim != spec.ndim:
-            return False
-    if spec.max_ndim is not None and ndim > spec.max_ndim:
-        return False
-    if spec.min_ndim is not None and ndim < spec.min_ndim:
-        return False
-    if spec.dtype is not None:
-        if backend.standardize_dtype(x.dtype) != spec.dtype:
-            return False
-    if spec.axes:
-        for axis, value in spec.axes.items():
-            if value is not None and shape[axis] not in {value, None}:
-                return False
-    if spec.shape is not None:
-        spec_shape = spec.shape
-        if spec.allow_last_axis_squeeze:
-            # A trailing 1 is dropped from each side on its own (3.15.1).
-            if shape and shape[-1] == 1:
-                shape = shape[:-1]
-            if spec_shape and spec_shape[-1] == 1:
-                spec_shape = spec_shape[:-1]
-        for spec_dim, dim in zip(spec_shape, shape):
-            if spec_dim is not None and dim is not None:
-                if spec_dim != dim:
-                    return False
-    return True
-'''
+AFTER = BEFORE.replace(EMPTY_RETURN, EMPTY_RETURN + "\n" + piece_text(__file__, "fast_path", "    ")) + "\n\n" + \
+    piece_text(__file__, "helper")
 #: keras-nightly's shape, reduced: a shared per-spec checker, without the squeeze.
 NIGHTLY = BEFORE + '''
 
@@ -222,3 +166,15 @@ MUTANTS = (
     Mutant("a None input passes a spec that is not optional", "        if x is None and spec.optional:\n",
            "        if x is None:\n"),
 )
+
+
+def runnable(text: str) -> str:
+    """An input_spec.py of this module (BEFORE, AFTER) importing `backend` and `tree` from
+    `tests.support.fake_backend` (which the unit test of the patch injects) instead of Keras."""
+    return text.replace("from keras.src import ", "from tests.support.fake_backend import ")
+
+
+INPUT_SPEC_PY = runnable(BEFORE)
+
+#: Relative path -> text, merged into the synthetic source trees (tests/support/synthetic.py).
+FILES: dict[str, str] = {"keras/src/layers/input_spec.py": INPUT_SPEC_PY}

@@ -1,10 +1,7 @@
 """What `layer-call-fast-lane` makes of Layer modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-import inspect
-
-from codemods.engine import Case, Mutant
-from codemods.layer_call_fast_lane import inserted
+from codemods.engine import Case, Mutant, piece_text
 
 BEFORE = '''\
 from keras.src import backend
@@ -46,17 +43,9 @@ def is_backend_tensor_or_symbolic(x):
 '''
 
 
-def _piece(name: str) -> str:
-    """The body of inserted.py's template `name`, at the indentation of `Layer.__call__`'s body."""
-    lines = inspect.getsource(getattr(inserted, name)).splitlines()[1:]
-    return "\n".join(("    " + line) if line else line for line in lines) + "\n"
-
-
 def _wrapped(old: str, name: str) -> str:
-    """`old` (lines of the body, 8 spaces deep) inside the piece `name`, one level deeper."""
-    piece = _piece(name)
-    deeper = "".join(("    " + line) if line.strip() else line for line in old.splitlines(keepends=True))
-    return piece.replace("            UPSTREAM\n", deeper)
+    """`old` (lines of `Layer.__call__`'s body, 8 spaces deep) inside the piece `name`, one level deeper."""
+    return piece_text(__file__, name, "        ", upstream=old)
 
 
 POSITIONAL = '''\
@@ -88,24 +77,10 @@ NODE = '''\
         if any_symbolic_tensors(original_args, original_kwargs):
             Node(self)
 '''
-
-
-def _module_level(name: str) -> str:
-    """The body of inserted.py's template `name` at module level: one level out, except the
-    docstrings' continuation lines, written at their module-level depth already."""
-    out, in_doc = [], False
-    for line in inspect.getsource(getattr(inserted, name)).splitlines()[1:]:
-        out.append(line if in_doc else line[4:])
-        if line.count('"""') == 1:
-            in_doc = not in_doc
-    return "\n\n" + "\n".join(out) + "\n"
-
-
-HELPERS = _module_level("helper")
-FLAG, SPEC_WRAP = _piece("input_spec_check").split("        if not (fast_lane", 1)
+HELPERS = "\n\n" + piece_text(__file__, "helper")
 AFTER = (
     BEFORE.replace(POSITIONAL, _wrapped(POSITIONAL, "positional_check"))
-    .replace(SPEC, FLAG + "        if not (fast_lane" + SPEC_WRAP.replace("            UPSTREAM\n", "    " + SPEC))
+    .replace(SPEC, _wrapped(SPEC, "input_spec_check"))
     .replace(MASKS, _wrapped(MASKS, "mask_arguments"))
     .replace(PREVIOUS, _wrapped(PREVIOUS, "previous_mask").replace("__get_mask", "backend.get_keras_mask"))
     .replace(METADATA, _wrapped(METADATA, "mask_metadata"))

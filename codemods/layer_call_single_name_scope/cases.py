@@ -2,9 +2,8 @@
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
 catch. BEFORE, AFTER and NIGHTLY also run side by side in tests/unit/test_layer_call_single_name_scope.py."""
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
-GUARD = 'if self.built and backend.backend() != "tensorflow":  # forkgen: layer-call-single-name-scope'
 STEP_4 = "with self._open_name_scope(): self._maybe_build(call_spec)"
 WITH = "        with self._open_name_scope():\n            self._maybe_build(call_spec)\n"
 
@@ -46,13 +45,7 @@ class Layer:
             self._parent_path = backend.current_path()
         return backend.name_scope(self.name, caller=self)
 '''
-AFTER = BEFORE.replace(WITH, f"""\
-        {GUARD}
-            self._maybe_build(call_spec)
-        else:
-            with self._open_name_scope():
-                self._maybe_build(call_spec)
-""")
+AFTER = BEFORE.replace(WITH, piece_text(__file__, "build_step", "        ", upstream=WITH))
 #: keras-nightly's shape (#23301): `_maybe_build` opens the scope after its early return.
 NIGHTLY = BEFORE.replace(WITH, "        self._maybe_build(call_spec)\n").replace(
     "        self.build(call_spec.first_arg)\n",

@@ -2,7 +2,7 @@
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
 catch. BEFORE and AFTER also run side by side in tests/unit/test_layer_call_single_tensor_bookkeeping.py."""
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 MARK = "# forkgen: layer-call-single-tensor-bookkeeping"
 TOP_NAME = "flat_outputs = tree.flatten(outputs); mask_already_computed = all(...); if mask_already_computed: return"
@@ -40,21 +40,10 @@ TOP = """\
         if mask_already_computed:
             return
 """
-#: Upstream's three statements in the `else` of the leaf test, their blank line kept.
-AFTER = BEFORE.replace(TOP, f"""\
-        if not tree.is_nested(outputs):  {MARK}
-            if backend.get_keras_mask(outputs) is not None:
-                return
-            flat_outputs = [outputs]
-        else:
-            flat_outputs = tree.flatten(outputs)
-
-            mask_already_computed = all(
-                backend.get_keras_mask(x) is not None for x in flat_outputs
-            )
-            if mask_already_computed:
-                return
-""")
+#: Upstream's three statements in the `else` of the leaf test, their blank line kept (`__outputs_mask`:
+#: upstream's own read of a mask, here `backend.get_keras_mask(...)`, on `outputs`).
+AFTER = BEFORE.replace(TOP, piece_text(__file__, "leaf_outputs", "        ", upstream=TOP).replace(
+    "__outputs_mask", "backend.get_keras_mask(outputs)", 1))
 #: Keras 3.0-3.3: the mask read with getattr.
 OLD, OLD_AFTER = (text.replace("backend.get_keras_mask(x)", 'getattr(x, "_keras_mask", None)').replace(
     "backend.get_keras_mask(outputs)", 'getattr(outputs, "_keras_mask", None)') for text in (BEFORE, AFTER))

@@ -1,7 +1,7 @@
 """What `layer-call-state-writes` makes of Layer modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 BEFORE = '''\
 class Layer:
@@ -21,13 +21,9 @@ class Layer:
     def build(self, shape):
         self.built = True
 '''
-AFTER = BEFORE.replace("        self._called = True\n", """\
-        if not self._called:  # forkgen: layer-call-state-writes
-            self._called = True
-""").replace("            self.built = True\n", """\
-            if not self.built:  # forkgen: layer-call-state-writes
-                self.built = True
-""")
+AFTER = BEFORE.replace(
+    "        self._called = True\n", piece_text(__file__, "called_write", "        ", upstream="self._called = True\n")
+).replace("            self.built = True\n", piece_text(__file__, "built_write", "            ", upstream="self.built = True\n"))
 #: Keras 3.0-3.9 guard `built` themselves (#20880 made the write unconditional in 3.10).
 OLD = BEFORE.replace("            self.built = True\n", "            if not self.built:\n                self.built = True\n")
 

@@ -4,7 +4,7 @@ BEFORE and AFTER side by side), and the breaks of its inserted code the equivale
 
 import textwrap
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 
 def _once(text: str, old: str, new: str) -> str:
@@ -67,97 +67,15 @@ BEFORE = textwrap.dedent(
         return backend.is_tensor(x)
 '''
 )
-AFTER = textwrap.dedent(
-    '''\
-    """A Keras-shaped layer module for the unit tests of layer-call-training-only-conversion."""
-
-    from _tl_fakes import backend
-    from _tl_fakes import dtype_policies
-    from _tl_fakes import tree
-
-
-    class Layer:
-        def __init__(self, accepts_training=True, convert_input_args=True):
-            self._convert_input_args = convert_input_args
-            self.accepts_training = accepts_training
-            self.dtype_policy = dtype_policies.DTypePolicy()
-            self.input_dtype = "float32"
-            self.autocast = True
-
-        def call(self, x, **kwargs):
-            return x, kwargs
-
-        def __call__(self, *args, **kwargs):
-            original_args = args
-            original_kwargs = kwargs
-
-            # 1. Convert any array arguments to tensors of correct dtype.
-            def maybe_convert(x):
-                return self.dtype_policy.convert_input(
-                    x, self.autocast, self.input_dtype
-                )
-
-            # forkgen: layer-call-training-only-conversion
-            # `training=None|True|False` alone gives `maybe_convert` nothing to do:
-            # such a call takes the same skip as a call without kwargs.
-            kwargs_may_need_convert = bool(kwargs) and (
-                _layer_call_kwargs_may_need_convert(self, kwargs)
-            )
-
-            # Used to avoid expensive `tree` operations in the most common case.
-            if (
-                kwargs_may_need_convert
-                or len(args) != 1
-                or not is_backend_tensor_or_symbolic(args[0], allow_none=False)
-                or backend.standardize_dtype(args[0].dtype) != self.input_dtype
-            ) and self._convert_input_args:
-                args = tree.map_structure(maybe_convert, args)
-                kwargs = tree.map_structure(maybe_convert, kwargs)
-            elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion
-                # Only a training-only call that skipped the conversion gets here:
-                # 3.15.1 converted it, giving steps below a fresh dict to write into
-                # (context args, masks) instead of the `original_kwargs` its Node
-                # records. The copy keeps that; layers that do not convert their
-                # inputs write into `original_kwargs`, as in 3.15.1.
-                kwargs = dict(kwargs)
-
-            # Like CallSpec and steps 5-6: pop what call() does not take, inject.
-            if not self.accepts_training:
-                kwargs.pop("training", None)
-            kwargs["mask"] = None
-            outputs = self.call(*args, **kwargs)
-            self.recorded = (original_args, original_kwargs)
-            return outputs
-
-
-    def is_backend_tensor_or_symbolic(x, allow_none=False):
-        if allow_none and x is None:
-            return True
-        return backend.is_tensor(x)
-
-
-    # forkgen: layer-call-training-only-conversion
-    def _layer_call_kwargs_may_need_convert(layer, kwargs):
-        """Whether `layer.__call__` must keep upstream's conversion gate for
-        these (non-empty) kwargs. False only for `training=None|True|False`
-        alone on a layer that converts its inputs with the stock
-        `DTypePolicy.convert_input`: `maybe_convert` returns such a value
-        unchanged, so the call may take the skip that a call without kwargs
-        takes (one tensor of the layer's input dtype: the rest of the gate).
-        """
-        if len(kwargs) != 1 or "training" not in kwargs:
-            return True
-        training = kwargs["training"]
-        if not (training is None or training is True or training is False):
-            return True
-        if not layer._convert_input_args:
-            # Upstream's gate does not convert then; leave it as it was.
-            return True
-        policy_convert = layer.dtype_policy.convert_input
-        stock_convert = dtype_policies.DTypePolicy.convert_input
-        return getattr(policy_convert, "__func__", None) is not stock_convert
-'''
-)
+#: The flag after `maybe_convert`, as the gate's first operand, the kwargs copy in an `elif` of
+#: the gate, the helper at the end of the module.
+MAYBE_CONVERT = "                x, self.autocast, self.input_dtype\n            )\n\n"
+GATE_END = "            kwargs = tree.map_structure(maybe_convert, kwargs)\n"
+COPY = piece_text(__file__, "gate_copy", "        ")
+AFTER = _once(_once(_once(
+    BEFORE, MAYBE_CONVERT, MAYBE_CONVERT + piece_text(__file__, "gate_flag", "        ") + "\n"),
+    "            kwargs\n            or len(args)", "            kwargs_may_need_convert\n            or len(args)"),
+    GATE_END, GATE_END + COPY[COPY.index("        elif "):]) + "\n\n" + piece_text(__file__, "helper")
 MARK = "# forkgen: layer-call-training-only-conversion"
 # keras-nightly's shape: the flag inline, without our marker, and an unconditional copy.
 NIGHTLY = _once(

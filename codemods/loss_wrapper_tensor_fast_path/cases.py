@@ -2,11 +2,10 @@
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
 from codemods.engine import Case, Mutant, applied_piece, piece_text
-from tests.support import synthetic_torch_tree_flat_fast_paths as flat
 
 LOSSES = "keras/src/losses/losses.py"
 TREE_API = "keras/src/tree/tree_api.py"
-TORCHTREE = flat.PATH
+TORCHTREE = "keras/src/tree/torchtree_impl.py"
 IMPORTS = '''\
 import warnings
 
@@ -82,7 +81,39 @@ def map_structure_up_to(shallow_structure, func, *structures):
     """`func` over `structures` down to the leaves of `shallow_structure`."""
     return tree_impl.map_structure_up_to(shallow_structure, func, *structures)
 '''
-UP_TO = '''
+#: The part of torchtree_impl.py the patch relies on: the leaf test and the two maps, shaped like
+#: Keras's (the series' synthetic tree takes the whole module from torch-tree-flat-fast-paths'
+#: cases, which has these three too).
+TORCHTREE_PY = '''\
+"""Synthetic stand-in for keras/src/tree/torchtree_impl.py (its leaf test and two maps)."""
+
+from torch.utils import _pytree as torch_tree
+
+
+def _tree_is_leaf(tree, is_leaf=None):
+    if is_leaf is not None and is_leaf(tree):
+        return True
+    return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES
+
+
+def map_structure(func, *structures, none_is_leaf=True):
+    if not structures:
+        raise ValueError("Must provide at least one structure")
+
+    map_func = func
+    if not none_is_leaf:
+
+        def skip_none(*args):
+            if args[0] is None:
+                if any(arg is not None for arg in args):
+                    raise ValueError(f"None against a value: {args}.")
+                return None
+            return func(*args)
+
+        map_func = skip_none
+
+    return torch_tree.tree_map(map_func, *structures)
+
 
 def map_structure_up_to(shallow_structure, func, *structures):
     if not structures:
@@ -100,10 +131,6 @@ def map_structure_up_to(shallow_structure, func, *structures):
         *structures,
     )
 '''
-#: torch-tree-flat-fast-paths' synthetic torchtree_impl.py (a superset of the two tree patches'
-#: before it) with `map_structure_up_to` added: this package comes after them in the series.
-TORCHTREE_PY = flat.TORCHTREE_PY + UP_TO
-TREES = {TREE_API: TREE_API_PY, TORCHTREE: TORCHTREE_PY}
 #: 3.12.0-3.14.x: tree_api's map_structure without the one-structure short-cut.
 SHORT_CUT = '''\
     if len(structures) == 1 and not tree_impl.is_nested(structures[0]):
@@ -196,5 +223,6 @@ MUTANTS = (
 )
 
 
-#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
-FILES = {LOSSES: BEFORE, **TREES}
+#: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py); its
+#: torchtree_impl.py is torch-tree-flat-fast-paths' (a superset of TORCHTREE_PY's functions).
+FILES = {LOSSES: BEFORE, TREE_API: TREE_API_PY}

@@ -3,29 +3,93 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.engine import Case, Mutant
-from tests.support import synthetic_dtype_fast_paths as synthetic
+from codemods.engine import Case, Mutant, piece_text
 
-DTYPES = synthetic.DTYPES
+#: A synthetic dtypes.py shaped like Keras 3.15.1's where the patch anchors (`_lattice_result_type`
+#: and the end of `result_type`), with a small promotion rule of our own that reads `floatx()`:
+#: the same text as dtype-fast-paths' `DTYPES` (codemods/dtype_fast_paths/cases.py, whose `load`
+#: runs it in tests/unit/test_memoised_result_type.py), kept here as this patch does not require that one.
+DTYPES = textwrap.dedent(
+    '''\
+    import functools
+
+    from keras.src.api_export import keras_export
+    from keras.src.backend import config
+    from keras.src.backend.common.variables import standardize_dtype
+
+    FLOAT8_TYPES = ("float8_e4m3fn", "float8_e5m2")
+
+    # All supported dtypes in Keras
+    ALLOWED_DTYPES = (
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int32",
+        "int64",
+        "uint8",
+        "bfloat16",
+        "bool",
+        "string",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "complex64",
+    )
+    PYTHON_DTYPES_MAP = {
+        bool: "bool",
+        int: "int32",
+        float: "float32",
+        str: "string",
+        # special case for string value
+        "int": "int32",
+        complex: "complex64",
+    }
+
+
+    @functools.lru_cache(512)
+    def _least_upper_bound(*nodes):
+        """The widest of `nodes` (a toy rule: by position in ALLOWED_DTYPES)."""
+        return max(nodes, key=ALLOWED_DTYPES.index)
+
+
+    def _lattice_result_type(*args):
+        dtypes = [standardize_dtype(arg) for arg in args]
+        weak = [arg is int or arg is float for arg in args]
+        if all(weak):
+            return "int32" if all(d.startswith("int") for d in dtypes) else config.floatx()
+        strong = [d for d, w in zip(dtypes, weak) if not w]
+        out_dtype = _least_upper_bound(*strong)
+        if any(w and d.startswith("float") for d, w in zip(dtypes, weak)) and not out_dtype.startswith(
+            ("float", "bfloat", "complex")
+        ):
+            out_dtype = config.floatx()
+        return out_dtype
+
+
+    @keras_export("keras.backend.result_type")
+    def result_type(*dtypes):
+        """Returns the type from applying the Keras type promotion rules."""
+        if len(dtypes) == 0:
+            return config.floatx()
+        for dtype in dtypes:
+            if dtype in FLOAT8_TYPES:
+                raise ValueError(
+                    "There is no implicit conversions from float8 dtypes to others."
+                    f" You must cast it internally. Received: {dtypes}"
+                )
+        return _lattice_result_type(
+            *(config.floatx() if arg is None else arg for arg in dtypes),
+        )
+    '''
+)
 
 ANCHOR = '@keras_export("keras.backend.result_type")\n'
 FINAL = "        return _lattice_result_type(\n"
-#: What the patch puts after `def _lattice_result_type` (pinned: a change is a new version).
-MODULE_BLOCK = '_FORKGEN_RESULT_TYPES = {}  # forkgen: memoised-result-type\n_FORKGEN_KEY_CLASSES = {id(str): str, id(type(None)): type(None)}  # forkgen: memoised-result-type\n\n\n# forkgen: memoised-result-type\ndef _forkgen_key_class(cls):\n    """Whether `cls` is numpy\'s, torch\'s or TensorFlow\'s dtype class (remembered if so)."""\n    import sys\n\n    numpy = sys.modules.get("numpy")\n    torch = sys.modules.get("torch")\n    tf_dtypes = sys.modules.get("tensorflow.python.framework.dtypes")\n    if (\n        (numpy is not None and type(numpy.dtype) is not type and type(cls) is type(numpy.dtype))\n        or (torch is not None and cls is getattr(torch, "dtype", None))\n        or (tf_dtypes is not None and cls is getattr(tf_dtypes, "DType", None))\n    ):\n        _FORKGEN_KEY_CLASSES[id(cls)] = cls\n        return True\n    return False\n\n\n# forkgen: memoised-result-type\ndef _forkgen_result_type_key(dtypes):\n    """The memo key of `result_type(*dtypes)`, or None when an argument cannot key it."""\n    import sys\n\n    # None while torch.compile traces: Dynamo cannot follow the memo\'s id() look-ups and\n    # would split the graph there, so traced code takes upstream\'s path.\n    torch = sys.modules.get("torch")\n    if torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n        return None\n    key = [config.floatx()]\n    for dtype in dtypes:\n        cls = type(dtype)\n        if _FORKGEN_KEY_CLASSES.get(id(cls)) is not cls:\n            if cls is type:\n                if dtype.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a mutable class\n                    return None\n            elif not _forkgen_key_class(cls):\n                return None\n        key.append(cls)\n        key.append(dtype)\n    return tuple(key)\n\n\n# forkgen: memoised-result-type\ndef _forkgen_memoise(key, result):\n    """Remember `result` for `key` (at most 512 entries), unless floatx changed meanwhile."""\n    if config.floatx() == key[0]:\n        if len(_FORKGEN_RESULT_TYPES) >= 512:\n            _FORKGEN_RESULT_TYPES.clear()\n        _FORKGEN_RESULT_TYPES[key] = result\n    return result\n\n\n'
-LOOKUP = textwrap.indent(
-    textwrap.dedent(
-        """\
-        if (memo_key := _forkgen_result_type_key(dtypes)) is not None:  # forkgen: memoised-result-type
-            memoised = _FORKGEN_RESULT_TYPES.get(memo_key)
-            if memoised is None:
-                memoised = _forkgen_memoise(memo_key, _lattice_result_type(
-                    *(config.floatx() if arg is None else arg for arg in dtypes),
-                ))
-            return memoised
-        """
-    ),
-    "    ",
-)
+#: What the patch puts after `def _lattice_result_type`, and before the final return of `result_type`.
+MODULE_BLOCK = piece_text(__file__, "module_level") + "\n\n"
+#: `UPSTREAM_VALUE`: the value of upstream's `return _lattice_result_type(...)`, as codegen re-indents it.
+VALUE = "_lattice_result_type(\n                *(config.floatx() if arg is None else arg for arg in dtypes),\n            )"
+LOOKUP = piece_text(__file__, "memo_lookup", "    ").replace("UPSTREAM_VALUE", VALUE, 1)
 AFTER = DTYPES.replace(ANCHOR, MODULE_BLOCK + ANCHOR, 1).replace(
     "    return _lattice_result_type(\n", LOOKUP + "    return _lattice_result_type(\n", 1
 )

@@ -4,9 +4,54 @@ equivalence suite must catch."""
 
 import textwrap
 
-from codemods.engine import NIGHTLY_TORCH_CORE_PY, TORCH_CORE_PY, Case, Mutant, piece_text
-from tests.support.synthetic_dtype_fast_paths import VARIABLES, VARIABLES_PY
+from codemods.engine import (
+    NIGHTLY_TORCH_CORE_PY,
+    TORCH_CORE_PY,
+    VARIABLES_PY,
+    Case,
+    Mutant,
+    piece_text,
+)
 
+#: A synthetic variables.py whose `standardize_dtype` has the statements of Keras 3.15.1's (the
+#: same text as dtype-fast-paths' `VARIABLES`, codemods/dtype_fast_paths/cases.py, kept here as
+#: this patch does not require that one).
+VARIABLES = textwrap.dedent(
+    '''\
+    from keras.src.api_export import keras_export
+    from keras.src.backend import config
+    from keras.src.backend.common import dtypes
+
+
+    class Variable:
+        pass
+
+
+    @keras_export(
+        ["keras.utils.standardize_dtype", "keras.backend.standardize_dtype"]
+    )
+    def standardize_dtype(dtype):
+        if dtype is None:
+            return config.floatx()
+        dtype = dtypes.PYTHON_DTYPES_MAP.get(dtype, dtype)
+        if hasattr(dtype, "name"):
+            dtype = dtype.name
+        elif hasattr(dtype, "__name__"):
+            dtype = dtype.__name__
+        elif hasattr(dtype, "__str__") and (
+            "torch" in str(dtype) or "jax.numpy" in str(dtype)
+        ):
+            dtype = str(dtype).split(".")[-1]
+
+        if dtype not in dtypes.ALLOWED_DTYPES:
+            raise ValueError(f"Invalid dtype: {dtype}")
+        return dtype
+
+
+    def standardize_shape(shape):
+        return tuple(shape)
+    '''
+)
 #: A torch core module: only its end matters (the registration is appended there).
 CORE = textwrap.dedent(
     """\

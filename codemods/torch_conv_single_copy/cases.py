@@ -1,32 +1,114 @@
 """What `torch-conv-single-copy` makes of torch nn modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
 
-from importlib import resources
+`NN_PY` (`FILES`: the series' synthetic tree) is a minimal `keras/src/backend/torch/nn.py` shaped
+like Keras 3.15.x's conv input path: `_transpose_spatial_inputs` (permute, then `.contiguous()`),
+keras#22324's `_get_channels_last_memory_format` and `_maybe_convert_to_channels_last`, a pooling
+op and `conv_transpose` that also call `_transpose_spatial_inputs`, and `conv` with its two
+`if data_format == "channels_last":` blocks (written for these tests; only the anchored statements
+follow Keras). tests/support/torch_strided.py runs it on a numpy stand-in for torch."""
 
-from codemods.engine import Case, Mutant
-from tests.support.synthetic import replace_once
-from tests.support.synthetic_torch_conv_single_copy import NN_PY
+import textwrap
+
+from codemods.engine import Case, Mutant, piece_text, replace_once
+
+NN_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/torch/nn.py (the conv input path)."""
+
+    import torch
+    import torch.nn.functional as tnn
+
+
+    def _transpose_spatial_inputs(inputs):
+        """Channels-last axes to channels-first axes, in the default layout."""
+        # A plain view breaks view-based ops downstream: copy it.
+        ndim = inputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(inputs, (0, 2, 1)).contiguous()
+        elif ndim == 2:
+            return torch.permute(inputs, (0, 3, 1, 2)).contiguous()
+        elif ndim == 3:
+            return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()
+        raise ValueError(f"Expected 3, 4 or 5 dimensions, got shape {inputs.shape}.")
+
+
+    def _transpose_spatial_outputs(outputs):
+        ndim = outputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(outputs, (0, 2, 1))
+        elif ndim == 2:
+            return torch.permute(outputs, (0, 2, 3, 1))
+        return torch.permute(outputs, (0, 2, 3, 4, 1))
+
+
+    def _transpose_conv_kernel(kernel):
+        ndim = kernel.ndim - 2
+        if ndim == 1:
+            return torch.permute(kernel, (2, 1, 0))
+        elif ndim == 2:
+            return torch.permute(kernel, (3, 2, 0, 1))
+        return torch.permute(kernel, (4, 3, 0, 1, 2))
+
+
+    def _get_channels_last_memory_format(ndim):
+        if ndim == 4:
+            return torch.channels_last
+        elif ndim == 5:
+            return torch.channels_last_3d
+        return None
+
+
+    def _maybe_convert_to_channels_last(tensor):
+        mem_fmt = _get_channels_last_memory_format(tensor.ndim)
+        if mem_fmt is not None and not tensor.is_contiguous(memory_format=mem_fmt):
+            return tensor.contiguous(memory_format=mem_fmt)
+        return tensor
+
+
+    def max_pool(inputs, data_format=None):
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+        return tnn.max_pool(inputs)
+
+
+    def conv(inputs, kernel, data_format=None):
+        """Convolution (the stand-in records what it is given)."""
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+
+        kernel = _transpose_conv_kernel(kernel)
+
+        if data_format == "channels_last":
+            inputs = _maybe_convert_to_channels_last(inputs)
+            kernel = _maybe_convert_to_channels_last(kernel)
+
+        outputs = tnn.conv(inputs, kernel)
+        if data_format == "channels_last":
+            outputs = _transpose_spatial_outputs(outputs)
+        return outputs
+
+
+    def conv_transpose(inputs, kernel, data_format=None):
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+        kernel = _transpose_conv_kernel(kernel)
+        return tnn.conv_transpose(inputs, kernel)
+    '''
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/nn.py": NN_PY,
+}
 
 BEFORE = NN_PY
 NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
 STATEMENT = "        inputs = _transpose_spatial_inputs(inputs)\n\n    kernel = _transpose_conv_kernel(kernel)\n"
 CALL = "        inputs = _forkgen_transpose_conv_inputs(inputs)  # forkgen: torch-conv-single-copy\n"
-
-
-def template_helper(package: str, marker: str) -> str:
-    """The helper as the template file spells it, from its marker comment to its last line, at
-    module level (read as text, independently of the engine's parsing: one indent less, except
-    the lines of its docstring after the first, written as they read at module level)."""
-    text = resources.files(package).joinpath("inserted.py").read_text(encoding="utf-8")
-    start = text.index(f"    {marker}")
-    lines, docstring = [], False
-    for line in text[start : text.index("\n\n\n", start) + 1].splitlines(True):
-        lines.append(line if docstring else line.removeprefix("    "))
-        docstring ^= line.count('"""') == 1
-    return "".join(lines)
-
-
-HELPER = template_helper("codemods.torch_conv_single_copy", "# forkgen: torch-conv-single-copy (")
+HELPER = piece_text(__file__, "helper")
 AFTER = replace_once(
     replace_once(BEFORE, "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n",
                  "        return tensor.contiguous(memory_format=mem_fmt)\n    return tensor\n\n\n" + HELPER),

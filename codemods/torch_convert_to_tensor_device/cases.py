@@ -3,9 +3,79 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant, piece_text
 
-MARK = "        # forkgen: torch-convert-to-tensor-device (keras#23189: `x.device != device` was always True)\n"
+#: A minimal `keras/src/backend/torch/core.py` shaped like Keras 3.10-3.15.1's (`FILES`: the
+#: series' synthetic tree, where torch-variable-value-fast-path's, later in the series, wins):
+#: `get_device()` (a `str`), a `Variable` with `.value`, and `convert_to_tensor` whose tensor branch
+#: has the `device = get_device()` / `if x.device != device:` anchor (written for these tests; only
+#: the anchored statements follow Keras). It runs against the stand-in torch it imports
+#: (tests/support/torch_device_moves.py), which logs every move, copy and cast.
+CORE_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
+
+    from tests.support.torch_device_moves import global_state
+    from tests.support.torch_device_moves import torch
+
+    DEFAULT_DEVICE = "cpu"
+
+
+    class Variable:
+        def __init__(self, value):
+            self._value = value
+
+        @property
+        def value(self):
+            return self._value
+
+
+    def get_device():
+        device = global_state.get("torch_device")
+        if device is None:
+            return DEFAULT_DEVICE
+        return device
+
+
+    def is_tensor(x):
+        return torch.is_tensor(x)
+
+
+    def to_torch_dtype(dtype):
+        return torch.dtype(dtype)
+
+
+    def convert_to_tensor(x, dtype=None, sparse=None, ragged=None):
+        if sparse:
+            raise ValueError("`sparse=True` is not supported with torch backend")
+        if ragged:
+            raise ValueError("`ragged=True` is not supported with torch backend")
+        if isinstance(x, Variable) or is_tensor(x):
+            if isinstance(x, Variable):
+                x = x.value
+            device = get_device()
+            if x.device != device:
+                if x.is_meta:
+                    x = torch.empty_like(x, device=device)
+                else:
+                    x = x.to(device)
+            if dtype is not None:
+                x = x.to(to_torch_dtype(dtype))
+            return x
+        dtype = to_torch_dtype(dtype or "float32")
+        return torch.as_tensor(x, dtype=dtype, device=get_device())
+    '''
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/core.py": CORE_PY,
+}
+
+#: The piece's marker line, where `if x.device != device:` was (its body, `UPSTREAM`, one level out).
+MARK = piece_text(__file__, "unconditional_move", "        ", upstream="")
 BEFORE = textwrap.dedent(
     """\
     def get_device():

@@ -3,7 +3,79 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant, piece_text
+
+#: A minimal `keras/src/backend/torch/core.py` shaped like Keras 3.12-3.15.1's (`FILES`: the
+#: series' synthetic tree, where torch-variable-value-fast-path's, later in the series, wins;
+#: written for these tests, only the anchored statements follow Keras): `get_device()` (a `str`),
+#: a `Variable` with `.value`, `to_torch_dtype`, and `convert_to_tensor` whose tensor branch has
+#: `if x.device != device:` around the `is_meta` branch (what `torch-convert-to-tensor-device`
+#: anchors on too) and `if dtype is not None: x = x.to(to_torch_dtype(dtype))`. It runs against
+#: the stand-in torch it imports (tests/support/torch_current_cuda.py: torch's rules for `.to()`,
+#: every `.to()` logged).
+CORE_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
+
+    from tests.support.torch_current_cuda import global_state
+    from tests.support.torch_current_cuda import torch
+
+    DEFAULT_DEVICE = "cpu"
+    DTYPES = {"float32": torch.float32, "int32": torch.int32, "float64": torch.float64}
+
+
+    class Variable:
+        def __init__(self, value):
+            self._value = value
+
+        @property
+        def value(self):
+            return self._value
+
+
+    def get_device():
+        device = global_state.get("torch_device")
+        if device is None:
+            return DEFAULT_DEVICE
+        return device
+
+
+    def is_tensor(x):
+        return torch.is_tensor(x)
+
+
+    def to_torch_dtype(dtype):
+        found = DTYPES.get(dtype)
+        if found is None:
+            raise ValueError(f"Unsupported dtype for PyTorch: {dtype}")
+        return found
+
+
+    def convert_to_tensor(x, dtype=None, sparse=None, ragged=None):
+        if sparse:
+            raise ValueError("`sparse=True` is not supported with torch backend")
+        if isinstance(x, Variable) or is_tensor(x):
+            if isinstance(x, Variable):
+                x = x.value
+            device = get_device()
+            if x.device != device:
+                if x.is_meta:
+                    x = torch.empty_like(x, device=device)
+                else:
+                    x = x.to(device)
+            if dtype is not None:
+                x = x.to(to_torch_dtype(dtype))
+            return x
+        return torch.as_tensor(x, dtype=to_torch_dtype(dtype or "float32"), device=get_device())
+    '''
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/core.py": CORE_PY,
+}
 
 MARK = "# forkgen: torch-convert-to-tensor-noop-moves"
 BEFORE = textwrap.dedent(
@@ -36,71 +108,9 @@ BEFORE = textwrap.dedent(
     """
 )
 # The table, then the helpers, as inserted right before `def convert_to_tensor`.
-MODULE_PIECES = f"""\
-{MARK}
-_FORKGEN_TORCH_DEVICES = {{}}
-
-
-{MARK}
-_forkgen_compiling = getattr(getattr(torch, "compiler", None), "is_dynamo_compiling", None) or bool
-
-
-{MARK}
-def _forkgen_torch_device(device):
-    \"\"\"What a tensor's `.device` equals exactly when `x.to(device)` returns `x` itself, for
-    the str `device` (remembered): `torch.device(device)` when it names one device (cpu, or
-    an index is given); else `device`, which no `torch.device` equals (an index-less device
-    is the current one of its kind, torch decides at the call: for "cuda" exactly,
-    `_forkgen_on_current_cuda` asks; a string torch rejects makes `.to()` raise as before).\"\"\"
-    try:
-        parsed = torch.device(device)
-    except Exception:
-        return device
-    if parsed.type != "cpu" and parsed.index is None:
-        parsed = device
-    if len(_FORKGEN_TORCH_DEVICES) < 64:
-        _FORKGEN_TORCH_DEVICES[device] = parsed
-    return parsed
-
-
-{MARK}
-def _forkgen_on_current_cuda(x, device):
-    \"\"\"Whether `x.to(device)` keeps `x`'s device though the str `device` names none by itself:
-    for the index-less "cuda" exactly (any other: False), when `x` is on the current cuda
-    device, which torch gives "cuda" (aten's `ensure_has_index`), asked at each call
-    (`torch.cuda.set_device` and `torch.cuda.device(...)` change it). CUDA is asked only about
-    a tensor on cuda (one exists only once CUDA is initialised): never on a torch without CUDA.\"\"\"
-    if device != "cuda":
-        return False
-    found = x.device
-    return found.type == "cuda" and found.index == torch.cuda.current_device()
-
-
-"""
-DEVICE_TEST = (
-    f"{MARK} (`.to()` only where it may not return `x` itself)\n"
-    "if (\n"
-    "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
-    "    or type(device) is not str\n"
-    "    or _forkgen_compiling()\n"
-    "    or torch._C._is_torch_function_mode_enabled()\n"
-    "    or (\n"
-    "        x.device != (_FORKGEN_TORCH_DEVICES.get(device) or _forkgen_torch_device(device))\n"
-    "        and not _forkgen_on_current_cuda(x, device)\n"
-    "    )\n"
-    "):\n"
-    "    x = x.to(device)\n"
-)
-DTYPE_TEST = (
-    f"_forkgen_dtype = to_torch_dtype(dtype)  {MARK}\n"
-    "if (\n"
-    "    (type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter)\n"
-    "    or _forkgen_compiling()\n"
-    "    or torch._C._is_torch_function_mode_enabled()\n"
-    "    or x.dtype is not _forkgen_dtype\n"
-    "):\n"
-    "    x = x.to(_forkgen_dtype)\n"
-)
+MODULE_PIECES = piece_text(__file__, "module_level") + "\n\n"
+DEVICE_TEST = piece_text(__file__, "device_move", upstream="x = x.to(device)\n")
+DTYPE_TEST = piece_text(__file__, "dtype_move")
 
 
 def _after(before: str, move_indent: int) -> str:

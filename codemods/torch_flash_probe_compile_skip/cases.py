@@ -2,13 +2,13 @@
 tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
 catch, and the synthetic nn.py of the series' synthetic tree.
 
-`torch-conv-single-copy` and `torch-max-pool-channels-last` anchor on the same file: `FILES`
-extends their synthetic nn.py (tests/support/synthetic_torch_max_pool_channels_last.py) with
-a flash-attention probe shaped like Keras 3.7-3.15's (written for these tests: only the
-anchored statements follow Keras), so that every patch finds its anchors in the one tree."""
+`torch-conv-single-copy` and `torch-max-pool-channels-last` anchor on the same file:
+`TREE_APPENDS` puts a flash-attention probe shaped like Keras 3.7-3.15's (written for these
+tests: only the anchored statements follow Keras) at the end of their synthetic nn.py in the
+series' tree (tests/support/synthetic.py's `patch_files`), so that every patch finds its anchors
+in the one tree."""
 
 from codemods.engine import Case, Mutant, piece_text
-from tests.support import synthetic_torch_max_pool_channels_last as pools
 
 NN_PY = "keras/src/backend/torch/nn.py"
 NIGHTLY_NN_PY = "keras/src/backend/torch/ops/nn.py"
@@ -86,4 +86,5 @@ MUTANTS = (
            'getattr(getattr(torch, "compiler", None), "is_compiling", bool)()', "True"),
 )
 
-FILES = {**pools.FILES, NN_PY: pools.NN_PY + "\n\n" + BEFORE.replace("import torch\n\n\n", "", 1)}
+#: What the series' synthetic nn.py (the torch nn patches' `FILES`) gets at its end.
+TREE_APPENDS = {NN_PY: BEFORE.replace("import torch\n\n\n", "", 1)}

@@ -1,10 +1,168 @@
 """What `torch-max-pool-channels-last` makes of torch nn modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
 
-from codemods.engine import Case, Mutant
-from codemods.torch_conv_single_copy.cases import template_helper
-from tests.support.synthetic import replace_once
-from tests.support.synthetic_torch_max_pool_channels_last import NN_PY
+`NN_PY` (`FILES`: the series' synthetic tree) is a minimal `keras/src/backend/torch/nn.py`:
+`torch-conv-single-copy` anchors on the same file, so it is that patch's synthetic nn.py (its
+cases' `NN_PY`, copied: no `requires` between the two) with a `max_pool` shaped like Keras
+3.15.x's (written for these tests; only the anchored statements follow Keras: the rank, the
+channels_last copy, the "same"/other padding branch, the "meta" device stand-in, the per-rank
+pooling calls, `.to(device)` and the permutation back) and the imports and the padding helper it
+uses, so that both patches find their anchors in the one synthetic tree (this patch comes later
+in the series: its `FILES` wins). tests/support/torch_strided.py runs it on a numpy stand-in."""
+
+import textwrap
+
+from codemods.engine import Case, Mutant, piece_text, replace_once
+
+NN_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/backend/torch/nn.py (the conv input path)."""
+
+    import torch
+    import torch.nn.functional as tnn
+
+    from keras.src import backend
+    from keras.src.backend.torch.core import convert_to_tensor
+    from keras.src.backend.torch.core import get_device
+    from keras.src.utils.argument_validation import standardize_tuple
+
+
+    def _apply_same_padding(inputs, kernel_size, strides, data_format, operation_type):
+        """Pads `inputs` for "same" pooling (the stand-in pads nothing)."""
+        return inputs, [0] * len(kernel_size)
+
+
+    def _transpose_spatial_inputs(inputs):
+        """Channels-last axes to channels-first axes, in the default layout."""
+        # A plain view breaks view-based ops downstream: copy it.
+        ndim = inputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(inputs, (0, 2, 1)).contiguous()
+        elif ndim == 2:
+            return torch.permute(inputs, (0, 3, 1, 2)).contiguous()
+        elif ndim == 3:
+            return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()
+        raise ValueError(f"Expected 3, 4 or 5 dimensions, got shape {inputs.shape}.")
+
+
+    def _transpose_spatial_outputs(outputs):
+        ndim = outputs.ndim - 2
+        if ndim == 1:
+            return torch.permute(outputs, (0, 2, 1))
+        elif ndim == 2:
+            return torch.permute(outputs, (0, 2, 3, 1))
+        return torch.permute(outputs, (0, 2, 3, 4, 1))
+
+
+    def _transpose_conv_kernel(kernel):
+        ndim = kernel.ndim - 2
+        if ndim == 1:
+            return torch.permute(kernel, (2, 1, 0))
+        elif ndim == 2:
+            return torch.permute(kernel, (3, 2, 0, 1))
+        return torch.permute(kernel, (4, 3, 0, 1, 2))
+
+
+    def _get_channels_last_memory_format(ndim):
+        if ndim == 4:
+            return torch.channels_last
+        elif ndim == 5:
+            return torch.channels_last_3d
+        return None
+
+
+    def _maybe_convert_to_channels_last(tensor):
+        mem_fmt = _get_channels_last_memory_format(tensor.ndim)
+        if mem_fmt is not None and not tensor.is_contiguous(memory_format=mem_fmt):
+            return tensor.contiguous(memory_format=mem_fmt)
+        return tensor
+
+
+    def max_pool(
+        inputs,
+        pool_size,
+        strides=None,
+        padding="valid",
+        data_format=None,
+    ):
+        """Max pooling over 1, 2 or 3 spatial axes."""
+        inputs = convert_to_tensor(inputs)
+        num_spatial_dims = inputs.ndim - 2
+        pool_size = standardize_tuple(pool_size, num_spatial_dims, "pool_size")
+        if strides is None:
+            strides = pool_size
+        else:
+            strides = standardize_tuple(strides, num_spatial_dims, "strides")
+
+        data_format = backend.standardize_data_format(data_format)
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+
+        if padding == "same":
+            # Torch pools without "same" padding: pad the input first.
+            inputs, padding = _apply_same_padding(
+                inputs, pool_size, strides, data_format, "pooling"
+            )
+        else:
+            padding = 0
+
+        device = get_device()
+        # A real stand-in on the symbolic device.
+        if device == "meta":
+            inputs = torch.empty(size=inputs.shape, dtype=inputs.dtype, device="cpu")
+
+        if num_spatial_dims == 1:
+            outputs = tnn.max_pool1d(
+                inputs, kernel_size=pool_size, stride=strides, padding=padding
+            )
+        elif num_spatial_dims == 2:
+            outputs = tnn.max_pool2d(
+                inputs, kernel_size=pool_size, stride=strides, padding=padding
+            )
+        elif num_spatial_dims == 3:
+            outputs = tnn.max_pool3d(
+                inputs, kernel_size=pool_size, stride=strides, padding=padding
+            )
+        else:
+            raise ValueError(f"Expected 3, 4 or 5 dimensions, got shape {inputs.shape}.")
+
+        outputs = outputs.to(device)
+        if data_format == "channels_last":
+            outputs = _transpose_spatial_outputs(outputs)
+        return outputs
+
+
+    def conv(inputs, kernel, data_format=None):
+        """Convolution (the stand-in records what it is given)."""
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+
+        kernel = _transpose_conv_kernel(kernel)
+
+        if data_format == "channels_last":
+            inputs = _maybe_convert_to_channels_last(inputs)
+            kernel = _maybe_convert_to_channels_last(kernel)
+
+        outputs = tnn.conv(inputs, kernel)
+        if data_format == "channels_last":
+            outputs = _transpose_spatial_outputs(outputs)
+        return outputs
+
+
+    def conv_transpose(inputs, kernel, data_format=None):
+        if data_format == "channels_last":
+            inputs = _transpose_spatial_inputs(inputs)
+        kernel = _transpose_conv_kernel(kernel)
+        return tnn.conv_transpose(inputs, kernel)
+    '''
+)
+
+#: The same paths as the conv patch's cases: its nn.py, extended.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/nn.py": NN_PY,
+}
 
 BEFORE = NN_PY
 NIGHTLY_NN = "keras/src/backend/torch/ops/nn.py"
@@ -21,7 +179,7 @@ OUTPUT = (
     f'        if data_format == "channels_last" and forkgen_view is not None:{MARK}\n'
     "            outputs = outputs.clone(memory_format=torch.contiguous_format)\n"
 )
-HELPER = template_helper("codemods.torch_max_pool_channels_last", "# forkgen: torch-max-pool-channels-last (")
+HELPER = piece_text(__file__, "helper")
 AFTER = replace_once(
     replace_once(replace_once(BEFORE, "\n\n\ndef max_pool(\n", "\n\n\n" + HELPER + "\n\ndef max_pool(\n"), STATEMENT, CALL),
     POOL, POOL + OUTPUT,

@@ -1,11 +1,10 @@
 """What `torch-moments-axes-tuple` makes of torch nn modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
-catch, and the synthetic nn.py of the series' synthetic tree (the torch nn.py of
-`torch-flash-probe-compile-skip`'s cases, with a `moments` shaped like Keras 3.0-3.15's: written
-for these tests, only the anchored statement follows Keras)."""
+catch, and what the series' synthetic nn.py gets at its end (`TREE_APPENDS`: a `moments`
+shaped like Keras 3.0-3.15's, below the probe of `torch-flash-probe-compile-skip`'s cases;
+written for these tests, only the anchored statement follows Keras)."""
 
 from codemods.engine import Case, Mutant, piece_text
-from codemods.torch_flash_probe_compile_skip import cases as flash
 
 NN_PY = "keras/src/backend/torch/nn.py"
 NIGHTLY_NN_PY = "keras/src/backend/torch/ops/nn.py"
@@ -46,4 +45,5 @@ MUTANTS = (
 #: over the list, so no test can tell (the patch makes it while compiling only to leave eager
 #: calls upstream's code, not because the tuple would differ).
 
-FILES = {**flash.FILES, NN_PY: flash.FILES[NN_PY] + "\n\n" + BEFORE.replace("import torch\n\n\n", "", 1)}
+#: What the series' synthetic nn.py (the torch nn patches' `FILES`) gets at its end.
+TREE_APPENDS = {NN_PY: BEFORE.replace("import torch\n\n\n", "", 1)}

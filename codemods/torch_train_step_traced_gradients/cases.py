@@ -1,12 +1,13 @@
 """What `torch-train-step-traced-gradients` makes of torch trainer modules shaped like Keras's (run
 by tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
-catch, and the synthetic trainer.py of the series' synthetic tree (the one of
-`torch-trainer-batch-size`'s tests, tests/support/synthetic_torch_trainer_batch_size.py, with the
-gradient statements and a `make_train_function` shaped like Keras 3.0-3.15's: written for these
-tests, only the anchored statements follow Keras)."""
+catch, and the synthetic trainer.py of the series' synthetic tree (a copy of the one of
+`torch-trainer-batch-size`'s cases, which this patch does not require, with the gradient
+statements and a `make_train_function` shaped like Keras 3.0-3.15's: written for these tests, only
+the anchored statements follow Keras)."""
+
+import textwrap
 
 from codemods.engine import Case, Mutant, piece_text
-from tests.support import synthetic_torch_trainer_batch_size as batch_size
 
 TRAINER_PY = "keras/src/backend/torch/trainer.py"
 HEAD = '''\
@@ -82,23 +83,82 @@ MUTANTS = (
            "        wanted = [t for t in values if t.requires_grad]", "        wanted = values"),
 )
 
+#: The series' synthetic trainer.py: both patches' anchors (the package markers and the tree's
+#: is_nested export come with torch-trainer-batch-size's `FILES`).
 FILES = {
-    **batch_size.FILES,
-    TRAINER_PY: batch_size.TRAINER_PY.replace(
-        "            loss = self.optimizer.scale_loss(loss)\n",
-        "            loss = self.optimizer.scale_loss(loss)\n" + GRADIENTS
-        + "            with torch.no_grad():\n                self.optimizer.apply(gradients, trainable_weights)\n",
-        1,
-    ) + '''
-    def make_train_function(self, force=False):
-        def one_step_on_data(data):
-            return self.train_step(data[0])
+    TRAINER_PY: textwrap.dedent(
+        '''\
+        """Synthetic stand-in for keras/src/backend/torch/trainer.py (train_step and test_step)."""
 
-        if self._should_torch_compile():
-            self.train_function = torch.compile(one_step_on_data)
-        else:
-            self.train_function = one_step_on_data
-''',
+        import warnings
+
+        import torch
+
+        from keras.src import tree
+
+
+        class TorchTrainer:
+            def __init__(self):
+                self.train_function = None
+
+            def train_step(self, data):
+                x, y, sample_weight = data
+
+                # Compute predictions
+                y_pred = self(x, training=True)
+                loss = self._compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+                )
+                self._loss_tracker.update_state(
+                    loss,
+                    sample_weight=next(
+                        i for i in tree.flatten(x) if i is not None
+                    ).shape[0],
+                )
+                if self.optimizer is not None:
+                    loss = self.optimizer.scale_loss(loss)
+                    loss.backward()
+
+                    trainable_weights = self.trainable_weights[:]
+                    gradients = [v.value.grad for v in trainable_weights]
+                    with torch.no_grad():
+                        self.optimizer.apply(gradients, trainable_weights)
+                else:
+                    warnings.warn("no optimizer")
+                return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+            def test_step(self, data):
+                (
+                    x,
+                    y,
+                    sample_weight,
+                ) = data
+                y_pred = self(x, training=False)
+                loss = self._compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False
+                )
+                self._loss_tracker.update_state(
+                    loss,
+                    sample_weight=next(
+                        i for i in tree.flatten(x) if i is not None
+                    ).shape[0],
+                )
+                return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+            def predict_step(self, data):
+                x, _, _ = data
+                return self(x, training=False)
+
+            def make_train_function(self, force=False):
+                def one_step_on_data(data):
+                    return self.train_step(data[0])
+
+                if self._should_torch_compile():
+                    self.train_function = torch.compile(one_step_on_data)
+                else:
+                    self.train_function = one_step_on_data
+        '''
+    ),
 }
 #: Not a mutant: the eager step through `torch.autograd.grad` too (no `is_compiling()` test). Eagerly,
 #: autograd.grad and backward() run the same autograd graph into the same leaves, and the tests

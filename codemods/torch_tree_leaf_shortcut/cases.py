@@ -3,11 +3,11 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 import textwrap
 
-from codemods.engine import Case, Mutant
+from codemods.engine import Case, Mutant, piece_text
 
 ANCHOR = "children, treedef = torch_tree.tree_flatten(structure, ...)"
-MARK = "        # forkgen: torch-tree-leaf-shortcut (keras#23201: a leaf would flatten to itself alone)\n"
-SHORTCUT = MARK + "        if _tree_is_leaf(structure):\n            return structure\n"
+SHORTCUT = piece_text(__file__, "leaf_shortcut", " " * 8)
+MARK = SHORTCUT.splitlines(True)[0]  # the piece's first line: forkgen's marker
 HELPER = textwrap.dedent(
     """\
     def _tree_is_leaf(tree, is_leaf=None):
@@ -123,3 +123,97 @@ MUTANTS = (
     Mutant("dict-like nodes (OrderedDict, TrackedDict) count as leaves", "    if _tree_is_leaf(structure):\n",
            "    if _tree_is_leaf(structure, is_leaf=lambda x: isinstance(x, dict)):\n"),
 )
+
+
+# -- the synthetic module: a whole torchtree_impl.py, for tests/unit/test_torch_tree_leaf_shortcut.py
+#: A minimal `keras/src/tree/torchtree_impl.py` shaped like Keras 3.12.0-3.15.1's: `_tree_is_leaf`,
+#: `_dict_to_ordered_dict` (a top-level dict sort, else a nested `traverse_children` that flattens
+#: one level and returns a single-leaf structure as it is), `traverse`, `flatten` and
+#: `pack_sequence_as` (written for these tests; only the anchored statements follow Keras). It
+#: runs against the stand-in pytree of tests/support/torch_pytree.py, which counts its flattens, so
+#: the upstream and patched modules can be executed side by side offline.
+TORCHTREE_PY = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/tree/torchtree_impl.py (the dict-ordering part)."""
+
+    from collections import defaultdict
+
+    from tests.support.torch_pytree import torch_tree
+
+
+    def _tree_is_leaf(tree, is_leaf=None):
+        if is_leaf is not None and is_leaf(tree):
+            return True
+        return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES
+
+
+    def _sorted_copy(x):
+        keys = sorted(x.keys())
+        if type(x) is dict:
+            return {key: x[key] for key in keys}
+        if type(x) is defaultdict:
+            return defaultdict(x.default_factory, {key: x[key] for key in keys})
+        return None
+
+
+    def _dict_to_ordered_dict(structure):
+        # Only a dict or defaultdict at the top is sorted; anything else is rebuilt one level
+        # down, with each child ordered in turn.
+        def traverse_children():
+            children, treedef = torch_tree.tree_flatten(
+                structure,
+                is_leaf=lambda x: x is not structure,
+            )
+            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+                return structure
+            else:
+                return torch_tree.tree_unflatten(
+                    [_dict_to_ordered_dict(child) for child in children],
+                    treedef,
+                )
+
+        if type(structure) in (dict, defaultdict):
+            return _sorted_copy(structure)
+        return traverse_children()
+
+
+    def traverse(func, structure, top_down=True):
+        structure = _dict_to_ordered_dict(structure)
+
+        def visit_children():
+            if _tree_is_leaf(structure):
+                return structure
+            items, treedef = torch_tree.tree_flatten(
+                structure, is_leaf=lambda x: x is not structure
+            )
+            return torch_tree.tree_unflatten(
+                [traverse(func, item, top_down) for item in items], treedef
+            )
+
+        if top_down:
+            ret = func(structure)
+            return visit_children() if ret is None else ret
+        rebuilt = visit_children()
+        ret = func(rebuilt)
+        return rebuilt if ret is None else ret
+
+
+    def flatten(structure):
+        leaves, _ = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
+        return leaves
+
+
+    def pack_sequence_as(structure, flat_sequence):
+        _, treespec = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
+        return torch_tree.tree_unflatten(flat_sequence, treespec)
+    '''
+)
+
+PATH = "keras/src/tree/torchtree_impl.py"
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too. The
+#: synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
+FILES: dict[str, str] = {
+    "keras/src/tree/__init__.py": "",
+    PATH: TORCHTREE_PY,
+}

@@ -1,7 +1,9 @@
 """What `torch-variable-value-fast-path` makes of torch core modules shaped like Keras's (run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant
+import textwrap
+
+from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant, piece_text
 
 GET_DEVICE = '''\
 def get_device():
@@ -10,6 +12,155 @@ def get_device():
         return DEFAULT_DEVICE
     return device
 '''
+
+# -- the synthetic modules the unit tests execute (tests/unit/test_torch_variable_value_fast_path.py) --
+#
+# `CORE_PY` is a minimal `keras/src/backend/torch/core.py` shaped like Keras 3.5.0-3.15.1's
+# (written for these tests; only the anchored statements follow Keras): `get_device()` reading the
+# global "torch_device", and `class Variable(KerasVariable)` whose `value` property has the closure,
+# the stateless-scope branch, the uninitialised branch and the final return. It runs against the
+# stand-ins it imports (`STANDIN`).
+#
+# `TREE_CORE_PY` (`FILES`: the series' synthetic tree) is the tree's core.py, which the
+# torch-convert-to-tensor patches anchor on too: their `convert_to_tensor` (a copy of
+# torch-convert-to-tensor-noop-moves' synthetic one, with its stand-in torch: no `requires` between
+# the patches; this patch comes later in the series, so its core.py is the one the tree gets) below
+# this Keras-shaped `Variable` and `get_device`.
+
+#: Where the stand-ins the synthetic modules import are (test infrastructure).
+STANDIN = "tests.support.keras_variable"
+
+VARIABLE = textwrap.dedent(
+    '''\
+    class Variable(KerasVariable):
+        def _convert_to_tensor(self, value, dtype=None):
+            return value
+
+        @property
+        def value(self):
+            # A comment above the closure, as upstream has one.
+            def maybe_use_symbolic_tensor(value):
+                # A meta stub for symbolic calls.
+                if str(get_device()) == "meta" and str(value.device) != "meta":
+                    return torch.nn.Parameter(
+                        torch.empty(
+                            size=self._shape,
+                            dtype=to_torch_dtype(self._dtype),
+                            device="meta",
+                        ),
+                        requires_grad=self.trainable,
+                    )
+                return value
+
+            if in_stateless_scope():
+                scope = get_stateless_scope()
+                value = scope.get_current_value(self)
+                if value is not None:
+                    value = self._maybe_autocast(value)
+                    return maybe_use_symbolic_tensor(value)
+            if self._value is None:
+                # Not initialised: a placeholder.
+                value = self._maybe_autocast(
+                    self._initializer(self._shape, dtype=self._dtype)
+                )
+            else:
+                value = self._maybe_autocast(self._value)
+            return maybe_use_symbolic_tensor(value)
+    '''
+)
+
+CORE_PY = (
+    textwrap.dedent(
+        f'''\
+        """Synthetic stand-in for keras/src/backend/torch/core.py (Variable.value)."""
+
+        from {STANDIN} import KerasVariable
+        from {STANDIN} import get_stateless_scope
+        from {STANDIN} import global_state
+        from {STANDIN} import in_stateless_scope
+        from {STANDIN} import torch
+
+        DEFAULT_DEVICE = "cpu"
+
+
+        '''
+    )
+    + GET_DEVICE
+    + "\n\n"
+    + textwrap.dedent(
+        """\
+        def to_torch_dtype(dtype):
+            return dtype
+
+
+        """
+    )
+    + VARIABLE
+)
+
+
+CONVERT = textwrap.dedent(
+    '''\
+    def is_tensor(x):
+        return torch.is_tensor(x)
+
+
+    def to_torch_dtype(dtype):
+        found = DTYPES.get(dtype)
+        if found is None:
+            raise ValueError(f"Unsupported dtype for PyTorch: {dtype}")
+        return found
+
+
+    def convert_to_tensor(x, dtype=None, sparse=None, ragged=None):
+        if sparse:
+            raise ValueError("`sparse=True` is not supported with torch backend")
+        if isinstance(x, Variable) or is_tensor(x):
+            if isinstance(x, Variable):
+                x = x.value
+            device = get_device()
+            if x.device != device:
+                if x.is_meta:
+                    x = torch.empty_like(x, device=device)
+                else:
+                    x = x.to(device)
+            if dtype is not None:
+                x = x.to(to_torch_dtype(dtype))
+            return x
+        return torch.as_tensor(x, dtype=to_torch_dtype(dtype or "float32"), device=get_device())
+    '''
+)
+TREE_CORE_PY = (
+    textwrap.dedent(
+        f'''\
+        """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
+
+        from {STANDIN} import KerasVariable
+        from {STANDIN} import get_stateless_scope
+        from {STANDIN} import global_state
+        from {STANDIN} import in_stateless_scope
+        from tests.support.torch_current_cuda import torch
+
+        DEFAULT_DEVICE = "cpu"
+        '''
+    )
+    + 'DTYPES = {"float32": torch.float32, "int32": torch.int32, "float64": torch.float64}\n\n\n'
+    + GET_DEVICE
+    + "\n\n"
+    + VARIABLE
+    + "\n\n"
+    + CONVERT
+)
+
+#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
+FILES: dict[str, str] = {
+    "keras/src/backend/__init__.py": "",
+    "keras/src/backend/torch/__init__.py": "",
+    "keras/src/backend/torch/core.py": TREE_CORE_PY,
+}
+
+# -- the cases ----------------------------------------------------------------------------------
+
 BEFORE = f'''\
 from keras.src.backend.common import global_state
 from keras.src.backend.common.stateless_scope import in_stateless_scope
@@ -45,42 +196,8 @@ class Variable(KerasVariable):
 def convert_to_tensor(x):
     return x
 '''
-FAST_PATH = '''\
-        # forkgen: torch-variable-value-fast-path (no scope, no autocast, a non-meta str device: `self._value`)
-        if (
-            type(self)._maybe_autocast is _forkgen_maybe_autocast
-            and in_stateless_scope is _forkgen_in_stateless_scope
-            and get_device is _forkgen_get_device
-            and _forkgen_autocast_module.get_autocast_scope is _forkgen_get_autocast_scope
-            and global_state.get_global_attribute is _forkgen_get_global_attribute
-        ):
-            fast_value = self._value
-            fast_tracker = global_state.GLOBAL_STATE_TRACKER
-            if fast_value is not None and type(fast_tracker) is _forkgen_local_type:
-                fast_state = fast_tracker.__dict__
-                if fast_state.get("stateless_scope") is None and (
-                    not self._autocast or fast_state.get("autocast_scope") is None
-                ):
-                    fast_device = fast_state.get("torch_device")
-                    if fast_device is None:
-                        fast_device = DEFAULT_DEVICE
-                    if type(fast_device) is str and fast_device != "meta":
-                        return fast_value
-
-'''
-CAPTURED = '''\
-
-
-# forkgen: torch-variable-value-fast-path (the originals Variable.value's fast path relies on)
-from threading import local as _forkgen_local_type
-_forkgen_maybe_autocast = KerasVariable._maybe_autocast
-from sys import modules as _forkgen_modules
-_forkgen_autocast_module = _forkgen_modules[_forkgen_maybe_autocast.__module__]
-_forkgen_get_autocast_scope = _forkgen_autocast_module.get_autocast_scope
-_forkgen_in_stateless_scope = in_stateless_scope
-_forkgen_get_device = get_device
-_forkgen_get_global_attribute = global_state.get_global_attribute
-'''
+FAST_PATH = piece_text(__file__, "value_fast_path", "        ") + "\n"
+CAPTURED = "\n\n" + piece_text(__file__, "module_level")
 CLOSURE = "        def maybe_use_symbolic_tensor(value):\n"
 LAST = "        return maybe_use_symbolic_tensor(value)\n"
 #: Upstream's comment stays the getter's first line, above the fast path; the body is unchanged.

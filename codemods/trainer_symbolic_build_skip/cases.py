@@ -4,17 +4,12 @@ tests/unit/test_trainer_symbolic_build_skip.py executes the patched module), and
 inserted code the equivalence suite must catch."""
 
 import textwrap
-from importlib import resources
 
-import libcst as cst
-import libcst.matchers as m
-
-from codemods.engine import Case, Mutant
-from tests.support import synthetic_operation_call_error_info as _operation
+from codemods.engine import Case, Mutant, piece_text
 
 TRAINER_PY = "keras/src/trainers/trainer.py"
 TORCH_LAYER_PY = "keras/src/backend/torch/layer.py"
-OPERATION_PY = _operation.OPERATION_PY
+OPERATION_PY = "keras/src/ops/operation.py"
 
 
 def _once(text: str, old: str, new: str) -> str:
@@ -80,39 +75,64 @@ TORCH_LAYER = textwrap.dedent(
     '''
 )
 
-#: The synthetic operation.py of operation-call-error-info (whose class Operation runs to the end
-#: of the file), with Keras's `_post_build` hook appended to the class: one tree holds both.
-OPERATION = _operation.OPERATION + textwrap.indent(
-    textwrap.dedent(
-        '''
+#: The synthetic operation.py of operation-call-error-info's cases (a copy: this patch does not
+#: require that one), with Keras's `_post_build` hook at the end of class Operation: the series'
+#: synthetic tree has one operation.py, this one, which holds both patches' anchors.
+OPERATION = textwrap.dedent(
+    '''\
+    """Synthetic stand-in for keras/src/ops/operation.py."""
+
+    from keras.src.backend.common.keras_tensor import any_symbolic_tensors
+    from keras.src.utils import traceback_utils
+
+
+    class Operation:
+        def __init__(self, name=None):
+            self.name = name
+
+        @traceback_utils.filter_traceback
+        def __call__(self, *args, **kwargs):
+            if traceback_utils.is_traceback_filtering_enabled():
+                # Pick the function to call.
+                if any_symbolic_tensors(args, kwargs):
+                    call_fn = self.symbolic_call
+                elif getattr(self, "quantization_mode", None) is not None:
+                    call_fn = self.quantized_call
+                else:
+                    call_fn = self.call
+                call_fn = traceback_utils.inject_argument_info_in_traceback(
+                    call_fn,
+                    object_name=(f"{self.__class__.__name__}.call()"),
+                )
+                return call_fn(*args, **kwargs)
+
+            # Plain flow.
+            if any_symbolic_tensors(args, kwargs):
+                return self.symbolic_call(*args, **kwargs)
+            return self.call(*args, **kwargs)
+
+        def symbolic_call(self, *args, **kwargs):
+            return self.compute_output_spec(*args, **kwargs)
+
+        def quantized_call(self, *args, **kwargs):
+            return self.call(*args, **kwargs)
+
         def _post_build(self):
             """Can be overridden for per backend post build actions."""
             pass
-        '''
-    ),
-    "    ",
+    '''
 )
 
 FILES = {TRAINER_PY: TRAINER, TORCH_LAYER_PY: TORCH_LAYER, OPERATION_PY: OPERATION}
 
 FLAGS_END = "            self.optimizer is not None and not self.optimizer.built\n        )\n"
-MARK = "        # forkgen: trainer-symbolic-build-skip (return only when _post_build would change nothing)\n"
-GUARD = MARK + (
-    "        if (\n"
-    "            not (model_unbuilt or compile_metrics_unbuilt or compile_loss_unbuilt or optimizer_unbuilt)\n"
-    "            and _forkgen_post_build_is_noop(self)\n"
-    "        ):\n"
-    "            return\n"
-)
-HELPER_MARK = "\n\n\n# forkgen: trainer-symbolic-build-skip (helper)\n"
+GUARD = piece_text(__file__, "guard", " " * 8)
+MARK = GUARD.splitlines(True)[0]
 #: The helper's statements as inserted.py holds them (in `def helper():`), between class Trainer
-#: and the next module-level statement; removing it and the guard gives upstream's text back.
-_TEMPLATE = cst.parse_module(
-    resources.files(__package__ or "codemods.trainer_symbolic_build_skip").joinpath("inserted.py").read_text(encoding="utf-8")
-)
-_HELPER = next(s for s in _TEMPLATE.body if m.matches(s, m.FunctionDef(name=m.Name("helper"))))
-HELPER = cst.Module(body=cst.ensure_type(cst.ensure_type(_HELPER, cst.FunctionDef).body, cst.IndentedBlock).body).code  # type: ignore[arg-type]
-HELPER = HELPER.split("\n", 1)[1].rstrip("\n")  # without its marker line
+#: and the next module-level statement (its marker line, two blank lines above it, apart);
+#: removing it and the guard gives upstream's text back.
+_HELPER_MARK, HELPER = piece_text(__file__, "helper").rstrip("\n").split("\n", 1)
+HELPER_MARK = "\n\n\n" + _HELPER_MARK + "\n"
 NEXT = "\n\n\ndef model_supports_jit(model):"
 AFTER = _once(_once(TRAINER, FLAGS_END, FLAGS_END + GUARD), NEXT, HELPER_MARK + HELPER + NEXT)
 NIGHTLY_RETURN = (

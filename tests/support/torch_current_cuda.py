@@ -12,6 +12,11 @@ stand-in) can be checked on a machine without a GPU: the fast path is taken for 
 when torch's rule keeps every tensor where it is, the current device is asked at each call (a
 remembered answer goes stale) and only when a tensor under test is on a cuda device.
 
+`CoreTorch` (the instance `torch`) and `global_state` are what the synthetic torch core.py of
+`torch-convert-to-tensor-noop-moves` (its cases.py's `CORE_PY`) imports from here: the same
+`Device` and dtypes, torch's rules for `.to()` (aten's `to_will_alias`, with `ensure_has_index`),
+every `.to()` logged, so the upstream and patched modules can be executed side by side offline.
+
 Imports nothing but the standard library (the equivalence venv has no libcst).
 """
 
@@ -370,3 +375,127 @@ def check_mean_state(namespace: dict[str, Any], torch: Torch) -> int:
             assert namespace["ran"][ran:] == [], case
             assert result is None or (kept and params[0].is_cpu), case
     return taken
+
+
+# -- patch 50 (torch-convert-to-tensor-noop-moves): what its synthetic core.py runs against -------
+
+#: Stands for Keras's `global_state` attributes (only "torch_device" is read).
+global_state: dict[str, Any] = {}
+
+
+class CoreCuda:
+    """torch.cuda's `current_device()`: the current cuda device's index (`current`, which
+    `torch.cuda.set_device` sets), counting how often it is asked (`asked`)."""
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.asked = 0
+
+    def current_device(self) -> int:
+        self.asked += 1
+        return self.current
+
+    def set_device(self, index: int) -> None:
+        self.current = index
+
+
+class CoreTorch:
+    """The few parts of torch that `convert_to_tensor` uses, with torch's rules: a `device`
+    never equals a `str`; `.to()` returns the tensor itself when dtype and device (an index-less
+    non-cpu device taken as that kind's current device: `cuda.current` for "cuda", index 0 for
+    the others) are the tensor's, else a new tensor; a torch-function mode (`mode_enabled`) sees
+    every `.to()` and may answer it. `log` holds every call; `moves` each `.to()`'s target and
+    whether it returned the tensor itself."""
+
+    device = Device
+    float32 = Dtype("float32")
+    int32 = Dtype("int32")
+    float64 = Dtype("float64")
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.moves: list[tuple[str, bool]] = []
+        self.cuda = CoreCuda()
+        self._ids = itertools.count()
+        self.mode: Any = None
+        torch = self
+
+        class Tensor:
+            def __init__(self, values: tuple[float, ...] | None, dtype: Any, device: Any,
+                         requires_grad: bool = False) -> None:
+                self.values = values
+                self.dtype = dtype
+                self.device = device
+                self.requires_grad = requires_grad
+                self.serial = next(torch._ids)
+
+            @property
+            def is_meta(self) -> bool:
+                return bool(self.device.type == "meta")
+
+            def to(self, target: Any) -> Any:
+                out = self._to(target)
+                torch.moves.append((repr(target), out is self))
+                return out
+
+            def _to(self, target: Any) -> Any:
+                torch.log.append(f"to({target!r})")
+                if torch.mode is not None:
+                    return torch.mode(self, target)
+                if isinstance(target, Dtype):
+                    if target is self.dtype:
+                        return self
+                    return Tensor(self.values, target, self.device, self.requires_grad)
+                device = Device(target)
+                if device.type != "cpu" and device.index is None:
+                    # ensure_has_index: the current device of that kind
+                    device.index = torch.cuda.current if device.type == "cuda" else 0
+                if device == self.device:
+                    return self
+                if self.is_meta:
+                    raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+                return Tensor(self.values, self.dtype, device, self.requires_grad)
+
+        class Parameter(Tensor):
+            pass
+
+        class Logged(Tensor):
+            """A subclass overriding `.to` (as a `__torch_function__` subclass may)."""
+
+            def to(self, target: Any) -> Any:
+                torch.log.append("Logged.to")
+                return super().to(target)
+
+        class _C:
+            @staticmethod
+            def _is_torch_function_mode_enabled() -> bool:
+                return torch.mode is not None
+
+        class nn:  # noqa: N801 - torch's name
+            pass
+
+        nn.Parameter = Parameter  # type: ignore[attr-defined]
+        self.Tensor = Tensor
+        self.Logged = Logged
+        self.nn = nn
+        self._C = _C
+
+    def is_tensor(self, x: object) -> bool:
+        return isinstance(x, self.Tensor)
+
+    def tensor(self, values: tuple[float, ...], dtype: str = "float32", device: str = "cpu",
+               requires_grad: bool = False, kind: str = "Tensor") -> Any:
+        cls = {"Tensor": self.Tensor, "Parameter": self.nn.Parameter, "Logged": self.Logged}[kind]
+        return cls(values, getattr(self, dtype), Device(device), requires_grad)
+
+    def empty_like(self, x: Any, device: Any) -> Any:
+        self.log.append(f"empty_like({device!r})")
+        return self.Tensor(None, x.dtype, Device(device), x.requires_grad)
+
+    def as_tensor(self, x: Any, dtype: Any, device: Any) -> Any:
+        self.log.append("as_tensor")
+        values = tuple(x) if isinstance(x, (list, tuple)) else (x,)
+        return self.Tensor(values, dtype, Device(device))
+
+
+torch = CoreTorch()

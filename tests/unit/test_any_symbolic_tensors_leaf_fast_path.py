@@ -10,8 +10,8 @@ import types
 import pytest
 
 from codemods.any_symbolic_tensors_leaf_fast_path import PATCH
+from codemods.any_symbolic_tensors_leaf_fast_path import cases as synthetic
 from codemods.engine import Outcome, Sources
-from tests.support import synthetic_any_symbolic_tensors_leaf_fast_path as synthetic
 from tests.support.synthetic import load_module
 
 PATH = "keras/src/backend/common/keras_tensor.py"

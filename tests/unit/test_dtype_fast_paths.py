@@ -12,15 +12,17 @@ from hypothesis import strategies as st
 from libcst.codemod import CodemodContext, TransformSkip, transform_module
 
 from codemods.dtype_fast_paths import PATCH
-from codemods.dtype_fast_paths.cases import DTYPES_AFTER, DTYPES_NIGHTLY, VARIABLES_AFTER
-from codemods.engine import Sources
-from tests.support.synthetic_dtype_fast_paths import (
+from codemods.dtype_fast_paths.cases import (
     DTYPES,
+    DTYPES_AFTER,
+    DTYPES_NIGHTLY,
     DTYPES_PY,
     VARIABLES,
+    VARIABLES_AFTER,
     VARIABLES_PY,
     load,
 )
+from codemods.engine import Sources
 
 # The change, no change when applied, upstream's shape and drift: cases.py.
 

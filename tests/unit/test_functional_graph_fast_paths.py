@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from codemods import series
 from codemods.functional_graph_fast_paths import PATCH
+from codemods.functional_graph_fast_paths import cases as synthetic
 from codemods.functional_graph_fast_paths.cases import SA_AFTER
-from tests.support import synthetic_functional_graph_fast_paths as synthetic
 
 SA, FN = synthetic.SYMBOLIC_ARGUMENTS, synthetic.FUNCTIONAL
 SA_PY = synthetic.SYMBOLIC_ARGUMENTS_PY

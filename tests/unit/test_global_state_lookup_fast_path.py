@@ -14,8 +14,8 @@ import pytest
 from codemods import series
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.global_state_lookup_fast_path import PATCH
+from codemods.global_state_lookup_fast_path import cases as synthetic
 from codemods.global_state_lookup_fast_path.cases import AFTER, BEFORE
-from tests.support import synthetic_global_state_lookup_fast_path as synthetic
 from tests.support.synthetic import load_module
 
 PATH = synthetic.PATH

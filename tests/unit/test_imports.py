@@ -18,31 +18,6 @@ PACKAGES = {importlib.import_module(p).PATCH.name.replace("-", "_"): importlib.i
             for p in series.SERIES_PACKAGES}
 #: What forkgen/ and the series' own modules may import from codemods/.
 TOOL_IMPORTS = {"codemods", "codemods.engine", "codemods.series", "codemods.stamp_version"}
-#: The cases.py files that still take their synthetic modules from tests/ or another patch's cases:
-#: the next step of issue 42 (each patch's proof in its package) empties this; an entry that no
-#: longer imports what it says fails the test, so the list only shrinks.
-CASES_NOT_YET_SELF_CONTAINED = {
-    "callspec_fast_path": {"tests.support.synthetic"},
-    "callspec_training_fast_path": {"tests.support.synthetic"},
-    "dtype_fast_paths": {"tests.support.synthetic_dtype_fast_paths"},
-    "functional_graph_fast_paths": {"tests.support.synthetic_functional_graph_fast_paths"},
-    "functional_graph_run": {"tests.support.synthetic_functional_graph_run"},
-    "global_state_lookup_fast_path": {"tests.support.synthetic_global_state_lookup_fast_path"},
-    "loss_wrapper_tensor_fast_path": {"tests.support"},
-    "memoised_result_type": {"tests.support"},
-    "operation_call_error_info": {"tests.support.synthetic_operation_call_error_info"},
-    "standardize_dtype_memo": {"tests.support.synthetic_dtype_fast_paths"},
-    "torch_compile_dynamic_batch": {"codemods.loss_mean_reduction_fast_path",
-                                    "codemods.torch_mean_metric_fast_paths"},
-    "torch_conv_single_copy": {"tests.support.synthetic", "tests.support.synthetic_torch_conv_single_copy"},
-    "torch_flash_probe_compile_skip": {"tests.support"},
-    "torch_max_pool_channels_last": {"codemods.torch_conv_single_copy.cases", "tests.support.synthetic",
-                                     "tests.support.synthetic_torch_max_pool_channels_last"},
-    "torch_moments_axes_tuple": {"codemods.torch_flash_probe_compile_skip"},
-    "torch_train_step_traced_gradients": {"tests.support"},
-    "torch_tree_flat_fast_paths": {"codemods.torch_tree_leaf_shortcut"},
-    "trainer_symbolic_build_skip": {"tests.support"},
-}
 
 
 def imports(path: Path) -> set[str]:
@@ -83,10 +58,6 @@ def offences(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", code_files("codemods") + code_files("forkgen"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_module_imports_the_engine_and_required_patches_only(path: Path) -> None:
     found = offences(path)
-    if path.name == "cases.py":
-        waived = CASES_NOT_YET_SELF_CONTAINED.get(path.parent.name, set())
-        assert waived <= found, f"{path}: no longer imports {sorted(waived - found)}: remove it from the waiver"
-        found -= waived
     assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)}, which the import rule does not allow"
 
 

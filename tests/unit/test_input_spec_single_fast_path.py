@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from codemods.engine import Outcome, Sources
 from codemods.input_spec_single_fast_path import PATCH
-from codemods.input_spec_single_fast_path.cases import AFTER, BEFORE
+from codemods.input_spec_single_fast_path.cases import AFTER, BEFORE, FILES, runnable
 from tests.support.synthetic import load_module
-from tests.support.synthetic_input_spec_single_fast_path import FILES, runnable
 
 
 def test_the_synthetic_tree_file_gets_the_patch() -> None:

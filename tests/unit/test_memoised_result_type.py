@@ -11,15 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codemods.dtype_fast_paths.cases import DTYPES_PY, VARIABLES, load
 from codemods.engine import Sources
 from codemods.memoised_result_type import PATCH
-from codemods.memoised_result_type.cases import AFTER
-from tests.support.synthetic_dtype_fast_paths import (
-    DTYPES,
-    DTYPES_PY,
-    VARIABLES,
-    load,
-)
+from codemods.memoised_result_type.cases import AFTER, DTYPES
 
 
 @functools.cache

@@ -14,13 +14,15 @@ from libcst.codemod import CodemodContext
 
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.operation_call_error_info import PATCH
-from codemods.operation_call_error_info.cases import AFTER, TRACEBACK_UTILS_AFTER, WRAP_LINES
-from tests.support.synthetic_operation_call_error_info import (
+from codemods.operation_call_error_info.cases import (
+    AFTER,
     CORE_PY,
     FILES,
     OPERATION,
     OPERATION_PY,
+    TRACEBACK_UTILS_AFTER,
     TRACEBACK_UTILS_PY,
+    WRAP_LINES,
     Symbolic,
     Tensor,
     load,

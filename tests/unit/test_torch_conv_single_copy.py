@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH
+from codemods.torch_conv_single_copy import cases as synthetic
 from codemods.torch_conv_single_copy.cases import AFTER, BEFORE, CALL, HELPER, NIGHTLY, NIGHTLY_NN
-from tests.support import synthetic_torch_conv_single_copy as synthetic
+from tests.support import torch_strided as standin
 
 NN = "keras/src/backend/torch/nn.py"
 
@@ -64,49 +65,49 @@ def test_the_synthetic_tree_file_takes_the_patch() -> None:
 
 # -- behaviour: the synthetic upstream and patched modules, side by side, on the numpy stand-in ---
 
-UPSTREAM_NN, UPSTREAM_F = synthetic.load_nn(BEFORE, "torch_nn_upstream")
-PATCHED_NN, PATCHED_F = synthetic.load_nn(AFTER, "torch_nn_patched")
+UPSTREAM_NN, UPSTREAM_F = standin.load_nn(BEFORE, "torch_nn_upstream")
+PATCHED_NN, PATCHED_F = standin.load_nn(AFTER, "torch_nn_patched")
 
 LAYOUTS = ["dense", "offset", "from channels_first", "sliced channels", "stepped spatial", "expanded batch",
            "odd size-1 strides"]
 
 
-def make(shape: tuple[int, ...], layout: str) -> synthetic.Tensor:
+def make(shape: tuple[int, ...], layout: str) -> standin.Tensor:
     """A channels_last input of `shape` laid out as `layout` (a fresh one each call)."""
     values = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape) - 3.5
     if layout == "dense":
-        return synthetic.dense(shape)
+        return standin.dense(shape)
     if layout == "offset":
-        return synthetic.dense(shape, offset=3)
+        return standin.dense(shape, offset=3)
     if layout == "from channels_first":
         first = (shape[0], shape[-1], *shape[1:-1])
-        return synthetic.permute(synthetic.dense(first), (0, *range(2, len(shape)), 1))
+        return standin.permute(standin.dense(first), (0, *range(2, len(shape)), 1))
     if layout == "sliced channels":
-        wide = synthetic.dense((*shape[:-1], 2 * shape[-1]))
-        return synthetic.Tensor(wide.array[..., ::2])
+        wide = standin.dense((*shape[:-1], 2 * shape[-1]))
+        return standin.Tensor(wide.array[..., ::2])
     if layout == "stepped spatial":
-        wide = synthetic.dense((shape[0], 2 * shape[1], *shape[2:]))
-        return synthetic.Tensor(wide.array[:, ::2])
+        wide = standin.dense((shape[0], 2 * shape[1], *shape[2:]))
+        return standin.Tensor(wide.array[:, ::2])
     if layout == "expanded batch":
-        one = synthetic.dense((1, *shape[1:]))
-        return synthetic.Tensor(np.broadcast_to(one.array, shape))
+        one = standin.dense((1, *shape[1:]))
+        return standin.Tensor(np.broadcast_to(one.array, shape))
     # A dense layout, except that every size-1 axis has stride 7.
-    strides = [7 if size == 1 else s for size, s in zip(shape, synthetic.canonical_strides(
-        shape, synthetic.contiguous_format), strict=True)]
-    return synthetic.strided(values, strides)
+    strides = [7 if size == 1 else s for size, s in zip(shape, standin.canonical_strides(
+        shape, standin.contiguous_format), strict=True)]
+    return standin.strided(values, strides)
 
 
-def conv_input(module: Any, functional: Any, x: synthetic.Tensor, grad: bool) -> tuple[Any, int]:
+def conv_input(module: Any, functional: Any, x: standin.Tensor, grad: bool) -> tuple[Any, int]:
     """What the convolution receives from `module.conv(x)`, and how many copies of the input
     (not of the kernel) that took."""
     functional.received.clear()
-    synthetic.State.copied.clear()
-    kernel = synthetic.dense((*([1] * (x.ndim - 2)), x.shape[-1], 2))
+    standin.State.copied.clear()
+    kernel = standin.dense((*([1] * (x.ndim - 2)), x.shape[-1], 2))
 
     def copies() -> int:
-        return sum(not t.shares_memory(kernel) for t in synthetic.State.copied)
+        return sum(not t.shares_memory(kernel) for t in standin.State.copied)
 
-    with synthetic.grad(grad):
+    with standin.grad(grad):
         try:
             module.conv(x, kernel, data_format="channels_last")
         except ValueError as error:
@@ -132,7 +133,7 @@ def test_conv_receives_what_upstream_gives_it_with_fewer_copies(shape: tuple[int
     assert patched[:3] == upstream[:3]
     assert patched_copies <= upstream_copies and patched_copies <= 1
     if patched[3] and not upstream[3]:
-        assert not grad and x.stride() == synthetic.canonical_strides(shape, synthetic.contiguous_format)
+        assert not grad and x.stride() == standin.canonical_strides(shape, standin.contiguous_format)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 2, 3, 4, 2), (2, 1, 3, 2), (2, 3, 3, 2)])
@@ -166,7 +167,7 @@ def test_copies_where_the_input_is_not_dense(shape: tuple[int, ...], layout: str
 
 def test_other_ranks_raise_like_upstream() -> None:
     for shape in ((2, 3), (1, 2, 2, 2, 2, 2)):
-        x = synthetic.dense(shape)
+        x = standin.dense(shape)
         assert conv_input(PATCHED_NN, PATCHED_F, x, True) == conv_input(UPSTREAM_NN, UPSTREAM_F, x, True)
         assert conv_input(PATCHED_NN, PATCHED_F, x, True)[0][0] == "raised"
 
@@ -174,11 +175,11 @@ def test_other_ranks_raise_like_upstream() -> None:
 def test_pooling_and_conv_transpose_are_untouched() -> None:
     for module, functional in ((UPSTREAM_NN, UPSTREAM_F), (PATCHED_NN, PATCHED_F)):
         functional.received.clear()
-        synthetic.State.copied.clear()
-        with synthetic.grad(False):
-            module.max_pool(synthetic.dense((2, 3, 3, 2)), data_format="channels_last")
-            module.conv_transpose(synthetic.dense((2, 3, 3, 2)), synthetic.dense((1, 1, 2, 2)),
+        standin.State.copied.clear()
+        with standin.grad(False):
+            module.max_pool(standin.dense((2, 3, 3, 2)), data_format="channels_last")
+            module.conv_transpose(standin.dense((2, 3, 3, 2)), standin.dense((1, 1, 2, 2)),
                                   data_format="channels_last")
-        assert len(synthetic.State.copied) == 2
+        assert len(standin.State.copied) == 2
         assert [(op, t.stride()) for op, t in functional.received] == [("max_pool", (18, 9, 3, 1)),
                                                                        ("conv_transpose", (18, 9, 3, 1))]

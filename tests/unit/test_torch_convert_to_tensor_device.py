@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from codemods.engine import NIGHTLY_TORCH_CORE_PY, AnchorDrift, Outcome, Sources
 from codemods.torch_convert_to_tensor_device import PATCH
+from codemods.torch_convert_to_tensor_device import cases as synthetic
 from codemods.torch_convert_to_tensor_device.cases import NIGHTLY
-from tests.support import synthetic_torch_convert_to_tensor_device as synthetic
+from tests.support import torch_device_moves as standin
 from tests.support.synthetic import load_module
 
 CORE = "keras/src/backend/torch/core.py"
@@ -53,14 +54,14 @@ def _patched_core() -> str:
 
 UPSTREAM_MODULE = load_module(synthetic.CORE_PY, "torch_core_upstream")
 PATCHED_MODULE = load_module(_patched_core(), "torch_core_patched")
-torch = synthetic.torch
+torch = standin.torch
 
 
 def run(module: Any, make: Callable[[Any], Any], dtype: str | None, device: Any) -> tuple[object, ...]:
     """What `convert_to_tensor` returns for the input `make` builds, and what it did."""
-    synthetic.global_state.clear()
+    standin.global_state.clear()
     if device is not None:
-        synthetic.global_state["torch_device"] = device
+        standin.global_state["torch_device"] = device
     torch.log.clear()
     x = make(module)
     source = x.value if isinstance(x, module.Variable) else x
@@ -69,7 +70,7 @@ def run(module: Any, make: Callable[[Any], Any], dtype: str | None, device: Any)
     except Exception as error:  # the same error, with the same message
         return ("raised", type(error), str(error), list(torch.log))
     finally:
-        synthetic.global_state.clear()
+        standin.global_state.clear()
     return (out.values, out.dtype.name, out.device.type, out.requires_grad, out is source, list(torch.log))
 
 

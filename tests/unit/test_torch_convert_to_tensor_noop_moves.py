@@ -16,7 +16,8 @@ from codemods.engine import AnchorDrift, Outcome, Patch, Sources
 from codemods.series import load_series, run
 from codemods.torch_convert_to_tensor_device import PATCH as DEVICE_PATCH
 from codemods.torch_convert_to_tensor_noop_moves import PATCH
-from tests.support import synthetic_torch_convert_to_tensor_noop_moves as synthetic
+from codemods.torch_convert_to_tensor_noop_moves import cases as synthetic
+from tests.support import torch_current_cuda as standin
 from tests.support.synthetic import load_module
 
 CORE = "keras/src/backend/torch/core.py"
@@ -60,7 +61,7 @@ UPSTREAM = load_module(synthetic.CORE_PY, "noop_moves_upstream")
 PATCHED = load_module(_patched([PATCH]), "noop_moves_patched")
 DEVICE_ONLY = load_module(_patched([DEVICE_PATCH]), "noop_moves_device_only")
 BOTH = load_module(_patched([DEVICE_PATCH, PATCH]), "noop_moves_both")
-torch = synthetic.torch
+torch = standin.torch
 
 
 def _mode(tensor: Any, target: Any) -> Any:
@@ -73,9 +74,9 @@ def run_one(module: Any, kind: str, values: tuple[float, ...], source_device: st
             current: int = 0) -> tuple[object, ...]:
     """What `convert_to_tensor` returns, and which `.to()` calls a mode or subclass saw, with
     `current` the current cuda device."""
-    synthetic.global_state.clear()
+    standin.global_state.clear()
     if device is not None:
-        synthetic.global_state["torch_device"] = device
+        standin.global_state["torch_device"] = device
     torch.cuda.set_device(current)
     torch.log.clear()
     torch.moves.clear()
@@ -87,7 +88,7 @@ def run_one(module: Any, kind: str, values: tuple[float, ...], source_device: st
     except Exception as error:  # the same error, with the same message
         return ("raised", type(error), str(error), _seen(mode))
     finally:
-        synthetic.global_state.clear()
+        standin.global_state.clear()
         torch.mode = None
     return (out.values, out.dtype.name, repr(out.device), type(out).__name__, out.requires_grad, out is tensor,
             _seen(mode))
@@ -108,7 +109,7 @@ DEVICES = st.sampled_from([None, "cpu", "cuda", "cuda:0", "cuda:1", "cpu:0", "me
     source_device=st.sampled_from(["cpu", "cuda:0", "cuda:1", "mps:0", "meta"]),
     source_dtype=st.sampled_from(["float32", "int32"]),
     dtype=st.sampled_from([None, "float32", "int32", "float64", "complex7"]),
-    device=DEVICES | st.sampled_from(["cpu", "cuda:0"]).map(synthetic._Device),
+    device=DEVICES | st.sampled_from(["cpu", "cuda:0"]).map(standin.Device),
     variable=st.booleans(),
     requires_grad=st.booleans(),
     mode=st.booleans(),
@@ -144,9 +145,9 @@ def test_no_op_moves_are_skipped_and_the_others_made(module: Any) -> None:
     run_one(module, "Tensor", (1.0,), "cpu", "float32", "float32", None, False, False, True)
     assert torch.log == ["to('cpu')", "to(torch.float32)"]
     # The table keeps what each device string means, at most 64 of them.
-    assert module._FORKGEN_TORCH_DEVICES["cpu"] == synthetic._Device("cpu")
+    assert module._FORKGEN_TORCH_DEVICES["cpu"] == standin.Device("cpu")
     assert module._FORKGEN_TORCH_DEVICES["cuda"] == "cuda"
-    assert module._FORKGEN_TORCH_DEVICES["cpu:0"] == synthetic._Device("cpu:0")
+    assert module._FORKGEN_TORCH_DEVICES["cpu:0"] == standin.Device("cpu:0")
     assert "bogus" not in module._FORKGEN_TORCH_DEVICES
 
 

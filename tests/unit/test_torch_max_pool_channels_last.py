@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_conv_single_copy import PATCH as CONV_PATCH
+from codemods.torch_conv_single_copy import cases as conv_cases
 from codemods.torch_max_pool_channels_last import PATCH
+from codemods.torch_max_pool_channels_last import cases as synthetic
 from codemods.torch_max_pool_channels_last.cases import (
     AFTER,
     BEFORE,
@@ -29,8 +31,7 @@ from codemods.torch_max_pool_channels_last.cases import (
     POOL,
     STATEMENT,
 )
-from tests.support import synthetic_torch_conv_single_copy as conv_synthetic
-from tests.support import synthetic_torch_max_pool_channels_last as synthetic
+from tests.support import torch_strided as standin
 from tests.support.synthetic import load_module, patch_files
 
 NN = "keras/src/backend/torch/nn.py"
@@ -95,13 +96,13 @@ def test_the_synthetic_tree_file_takes_both_patches_of_nn_py() -> None:
     for patch in (CONV_PATCH, PATCH):
         assert patch.check(Sources(lambda p: patched if p == NN else None)).present
     # The conv patch's own synthetic file still takes it (its max_pool is not this one's).
-    assert CONV_PATCH.check(Sources(lambda p: conv_synthetic.NN_PY if p == NN else None)).outcome is Outcome.APPLIED
+    assert CONV_PATCH.check(Sources(lambda p: conv_cases.NN_PY if p == NN else None)).outcome is Outcome.APPLIED
 
 
 # -- behaviour: the synthetic upstream and patched max_pool, side by side, on a numpy stand-in ---
 
 
-class PoolTensor(conv_synthetic.Tensor):
+class PoolTensor(standin.Tensor):
     """The conv patch's strided numpy stand-in, with what max_pool's path reads besides."""
 
     layout = "strided"
@@ -132,19 +133,19 @@ def _max_pool2d(inputs: PoolTensor, kernel_size: tuple[int, int], stride: tuple[
     for i in range(oh):
         for j in range(ow):
             values[:, :, i, j] = x[:, :, i * sh : i * sh + kh, j * sw : j * sw + kw].max(axis=(2, 3))
-    last = inputs.is_contiguous(conv_synthetic.channels_last) and not inputs.is_contiguous()
-    fmt = conv_synthetic.channels_last if last else conv_synthetic.contiguous_format
-    return PoolTensor(conv_synthetic.strided(values, conv_synthetic.canonical_strides(values.shape, fmt)).array)
+    last = inputs.is_contiguous(standin.channels_last) and not inputs.is_contiguous()
+    fmt = standin.channels_last if last else standin.contiguous_format
+    return PoolTensor(standin.strided(values, standin.canonical_strides(values.shape, fmt)).array)
 
 
 def _load(source: str, name: str) -> types.ModuleType:
     torch = types.ModuleType("torch")
     for key, value in {
         "Tensor": PoolTensor, "strided": "strided", "float32": "float32", "float64": "float64",
-        "float16": "float16", "bfloat16": "bfloat16", "contiguous_format": conv_synthetic.contiguous_format,
-        "channels_last": conv_synthetic.channels_last, "channels_last_3d": conv_synthetic.channels_last_3d,
+        "float16": "float16", "bfloat16": "bfloat16", "contiguous_format": standin.contiguous_format,
+        "channels_last": standin.channels_last, "channels_last_3d": standin.channels_last_3d,
         "permute": lambda t, dims: PoolTensor(t.array.transpose(tuple(dims))),
-        "is_grad_enabled": conv_synthetic.is_grad_enabled,
+        "is_grad_enabled": standin.is_grad_enabled,
         "compiler": types.SimpleNamespace(is_compiling=lambda: False),
         "_C": types.SimpleNamespace(_functorch=types.SimpleNamespace(is_functorch_wrapped_tensor=lambda t: False)),
         "empty": lambda size, dtype, device: PoolTensor(np.zeros(size)),
@@ -175,19 +176,19 @@ LAYOUTS = ["dense", "offset", "sliced channels", "odd size-1 strides"]
 def make(shape: tuple[int, ...], layout: str, requires_grad: bool) -> PoolTensor:
     values = (np.arange(int(np.prod(shape))) % 5).astype("float64").reshape(shape)
     if layout == "dense":
-        x = PoolTensor(conv_synthetic.dense(shape).array)
+        x = PoolTensor(standin.dense(shape).array)
         x.array[...] = values
     elif layout == "offset":
-        x = PoolTensor(conv_synthetic.strided(values, conv_synthetic.canonical_strides(
-            shape, conv_synthetic.contiguous_format), offset=3).array)
+        x = PoolTensor(standin.strided(values, standin.canonical_strides(
+            shape, standin.contiguous_format), offset=3).array)
     elif layout == "sliced channels":
-        wide = conv_synthetic.dense((*shape[:-1], 2 * shape[-1]))
+        wide = standin.dense((*shape[:-1], 2 * shape[-1]))
         x = PoolTensor(wide.array[..., ::2])
         x.array[...] = values
     else:
-        strides = [7 if size == 1 else s for size, s in zip(shape, conv_synthetic.canonical_strides(
-            shape, conv_synthetic.contiguous_format), strict=True)]
-        x = PoolTensor(conv_synthetic.strided(values, strides).array)
+        strides = [7 if size == 1 else s for size, s in zip(shape, standin.canonical_strides(
+            shape, standin.contiguous_format), strict=True)]
+        x = PoolTensor(standin.strided(values, strides).array)
     x.requires_grad = requires_grad
     return x
 
@@ -203,12 +204,12 @@ def device(name: str) -> Iterator[None]:
 
 def pooled(module: types.ModuleType, x: PoolTensor, grad: bool, padding: str, where: str, **kwargs: Any) -> Any:
     State.received.clear()
-    conv_synthetic.State.copied.clear()
-    with conv_synthetic.grad(grad), device(where):
+    standin.State.copied.clear()
+    with standin.grad(grad), device(where):
         out = module.max_pool(x, 2, padding=padding, data_format="channels_last", **kwargs)
     (received,) = State.received
     facts = (out.shape, out.stride(), out.array.tobytes())
-    return facts, received.shares_memory(x), [t.numel() for t in conv_synthetic.State.copied]
+    return facts, received.shares_memory(x), [t.numel() for t in standin.State.copied]
 
 
 @settings(max_examples=300, deadline=None)
@@ -253,7 +254,7 @@ def test_a_one_by_one_output_gets_upstreams_strides() -> None:
 def test_other_data_formats_and_ranks_keep_upstreams_steps() -> None:
     x = make((2, 3, 4, 4), "dense", False)
     State.received.clear()
-    with conv_synthetic.grad(False):
+    with standin.grad(False):
         PATCHED_NN.max_pool(x, 2, data_format="channels_first")
     assert State.received[0] is x
     assert PATCHED_NN._forkgen_max_pool_view(make((2, 4, 3), "dense", False), 1, "valid") is None

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_trainer_batch_size import PATCH
+from codemods.torch_trainer_batch_size import cases as synthetic
 from codemods.torch_trainer_batch_size.cases import AFTER, BEFORE, NIGHTLY, OUR_ARG, UPSTREAM_ARG
-from tests.support import synthetic_torch_trainer_batch_size as synthetic
 
 TRAINER = synthetic.TRAINER
 TREE_INIT = synthetic.TREE_INIT

@@ -13,12 +13,12 @@ import pytest
 
 from codemods.engine import Outcome, Sources
 from codemods.torch_tree_flat_fast_paths import FLAG, PATCH
+from codemods.torch_tree_flat_fast_paths import cases as synthetic
 from codemods.torch_tree_leaf_shortcut import PATCH as LEAF_SHORTCUT
 from codemods.torch_tree_node_type_fast_path import FLAG as NODE_TYPE_FLAG
 from codemods.torch_tree_node_type_fast_path import PATCH as NODE_TYPE
-from tests.support import synthetic_torch_tree_flat_fast_paths as synthetic
 from tests.support.synthetic import load_module
-from tests.support.synthetic_torch_tree_leaf_shortcut import torch_tree
+from tests.support.torch_pytree import torch_tree
 
 TORCHTREE = synthetic.PATH
 TEXT = synthetic.TORCHTREE_PY

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.torch_tree_leaf_shortcut import PATCH
-from tests.support import synthetic_torch_tree_leaf_shortcut as synthetic
+from codemods.torch_tree_leaf_shortcut import cases as synthetic
 from tests.support.synthetic import load_module
+from tests.support.torch_pytree import torch_tree
 
 TORCHTREE = "keras/src/tree/torchtree_impl.py"
 
@@ -156,9 +157,9 @@ def test_patched_orders_like_upstream(structure: Any) -> None:
 @contextmanager
 def flattens() -> Iterator[list[int]]:
     counted: list[int] = []
-    start = synthetic.torch_tree.flattens
+    start = torch_tree.flattens
     yield counted
-    counted.append(synthetic.torch_tree.flattens - start)
+    counted.append(torch_tree.flattens - start)
 
 
 @pytest.mark.parametrize("leaf", [1, None, "s", object(), Leafy(b=1)], ids=["int", "None", "str", "object", "dict subclass"])
@@ -189,14 +190,14 @@ def test_nodes_still_take_the_round_trip_and_come_back_as_fresh_copies() -> None
 def test_dicts_are_sorted_even_when_torch_does_not_register_defaultdict() -> None:
     # Older torch releases register no defaultdict: it is a leaf for tree_flatten. 3.15.1 sorts
     # it all the same (its dict test comes first) and so does the fork: the short-cut sits after it.
-    removed = synthetic.torch_tree.SUPPORTED_NODES.pop(defaultdict)
+    removed = torch_tree.SUPPORTED_NODES.pop(defaultdict)
     try:
         value = defaultdict(int, b=1, a=2)
         for module in (UPSTREAM, PATCHED):
             out = module._dict_to_ordered_dict(value)
             assert type(out) is defaultdict and list(out) == ["a", "b"] and out is not value
     finally:
-        synthetic.torch_tree.SUPPORTED_NODES[defaultdict] = removed
+        torch_tree.SUPPORTED_NODES[defaultdict] = removed
 
 
 def test_errors_are_the_same() -> None:

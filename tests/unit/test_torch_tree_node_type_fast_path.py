@@ -13,8 +13,8 @@ import pytest
 from codemods.engine import Outcome, Sources
 from codemods.torch_tree_leaf_shortcut import PATCH as LEAF_SHORTCUT
 from codemods.torch_tree_node_type_fast_path import FLAG, PATCH
+from codemods.torch_tree_node_type_fast_path import cases as synthetic
 from codemods.torch_tree_node_type_fast_path.cases import BEFORE
-from tests.support import synthetic_torch_tree_node_type_fast_path as synthetic
 from tests.support.synthetic import load_module
 
 TORCHTREE = "keras/src/tree/torchtree_impl.py"

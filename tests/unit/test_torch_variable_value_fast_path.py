@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from codemods.engine import AnchorDrift, Outcome, Sources
 from codemods.series import load_series, run
 from codemods.torch_variable_value_fast_path import PATCH
-from tests.support import synthetic_torch_variable_value_fast_path as synthetic
+from codemods.torch_variable_value_fast_path import cases as synthetic
+from tests.support import keras_variable as standin
 from tests.support.synthetic import load_module
 
 CORE = "keras/src/backend/torch/core.py"
@@ -65,10 +66,10 @@ def test_the_synthetic_tree_file_takes_the_patch_after_the_other_torch_core_patc
 
 UPSTREAM = load_module(BEFORE, "variable_value_upstream")
 PATCHED = load_module(AFTER, "variable_value_patched")
-Tensor = synthetic.Tensor
+Tensor = standin.Tensor
 BODY_CODES = {
-    synthetic.in_stateless_scope.__code__: "in_stateless_scope",
-    synthetic.KerasVariable._maybe_autocast.__code__: "_maybe_autocast",
+    standin.in_stateless_scope.__code__: "in_stateless_scope",
+    standin.KerasVariable._maybe_autocast.__code__: "_maybe_autocast",
     PATCHED.get_device.__code__: "get_device",
 }
 
@@ -119,9 +120,9 @@ def test_a_subclass_overriding_maybe_autocast_runs_the_body() -> None:
     [
         (PATCHED, "in_stateless_scope", lambda: False),
         (PATCHED, "get_device", lambda: "cpu"),
-        (synthetic, "get_autocast_scope", lambda: None),
-        (synthetic.global_state, "get_global_attribute", lambda name, default=None: None),
-        (synthetic.KerasVariable, "_maybe_autocast", lambda self, value: value),
+        (standin, "get_autocast_scope", lambda: None),
+        (standin.global_state, "get_global_attribute", lambda name, default=None: None),
+        (standin.KerasVariable, "_maybe_autocast", lambda self, value: value),
     ],
     ids=["in_stateless_scope", "get_device", "get_autocast_scope", "get_global_attribute", "_maybe_autocast"],
 )
@@ -143,7 +144,7 @@ def test_a_tracker_of_another_type_runs_the_body(monkeypatch: pytest.MonkeyPatch
     class Tracker(threading.local):
         pass
 
-    monkeypatch.setattr(synthetic.global_state, "GLOBAL_STATE_TRACKER", Tracker())
+    monkeypatch.setattr(standin.global_state, "GLOBAL_STATE_TRACKER", Tracker())
     variable = PATCHED.Variable(Tensor((1.0,)))
     assert variable.value is variable._value
     assert "in_stateless_scope" in body_calls(lambda: variable.value)
@@ -155,11 +156,11 @@ def state(stateless: str, cast: str | None, device: Any, variables: list[Any]) -
         if stateless != "none":
             held = Tensor((7.0,), "float32")
             mapping = {id(v): held for v in variables} if stateless == "value" else {}
-            stack.enter_context(synthetic.StatelessScope(mapping))
+            stack.enter_context(standin.StatelessScope(mapping))
         if cast is not None:
-            stack.enter_context(synthetic.AutocastScope(cast))
+            stack.enter_context(standin.AutocastScope(cast))
         if device is not None:
-            stack.enter_context(synthetic.DeviceScope(device))
+            stack.enter_context(standin.DeviceScope(device))
         yield
 
 
@@ -202,7 +203,7 @@ def test_patched_returns_what_upstream_returns(dtype: str, autocast: bool, train
 
     def read() -> None:
         with state(stateless, cast, device, [upstream, patched]):
-            scope = synthetic.get_stateless_scope()
+            scope = standin.get_stateless_scope()
             scope_value = scope.get_current_value(patched) if scope is not None else None
             results["upstream"] = outcome(upstream.value, upstream, scope_value)
             results["patched"] = outcome(patched.value, patched, scope_value)

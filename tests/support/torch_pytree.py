@@ -1,107 +1,21 @@
-"""The synthetic file `torch-tree-leaf-shortcut` anchors on, and a stand-in for torch's pytree.
+"""A stand-in for torch's pytree (`torch.utils._pytree`), for the synthetic torch tree modules of
+the torch tree patches' cases (codemods/torch_tree_*/cases.py and loss-wrapper-tensor-fast-path's),
+which import `torch_tree` from here when a test executes them.
 
-`FILES` holds a minimal `keras/src/tree/torchtree_impl.py` shaped like Keras 3.12.0-3.15.1's:
-`_tree_is_leaf`, `_dict_to_ordered_dict` (a top-level dict sort, else a nested
-`traverse_children` that flattens one level and returns a single-leaf structure as it is),
-`traverse`, `flatten` and `pack_sequence_as` (written for these tests; only the anchored
-statements follow Keras). It runs against `torch_tree` below, a small pure-Python pytree with
-torch's rules (registered node types; namedtuples are nodes; `None` and unregistered types,
-dict subclasses included, are leaves; a `TreeSpec` counts nodes and leaves), which counts its
-flattens, so the upstream and patched modules can be executed side by side offline.
+`torch_tree` is a small pure-Python pytree with torch's rules (registered node types; namedtuples
+are nodes; `None` and unregistered types, dict subclasses included, are leaves; a `TreeSpec`
+counts nodes and leaves), which counts its flattens, so the upstream and patched modules can be
+executed side by side offline. Its functions are not torch's: there the patches' import-time
+gates are off. Test infrastructure, like tests/support/torch_current_cuda.py: the cases name it
+in their synthetic modules' text, never import it.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-TORCHTREE_PY = textwrap.dedent(
-    '''\
-    """Synthetic stand-in for keras/src/tree/torchtree_impl.py (the dict-ordering part)."""
-
-    from collections import defaultdict
-
-    from tests.support.synthetic_torch_tree_leaf_shortcut import torch_tree
-
-
-    def _tree_is_leaf(tree, is_leaf=None):
-        if is_leaf is not None and is_leaf(tree):
-            return True
-        return torch_tree._get_node_type(tree) not in torch_tree.SUPPORTED_NODES
-
-
-    def _sorted_copy(x):
-        keys = sorted(x.keys())
-        if type(x) is dict:
-            return {key: x[key] for key in keys}
-        if type(x) is defaultdict:
-            return defaultdict(x.default_factory, {key: x[key] for key in keys})
-        return None
-
-
-    def _dict_to_ordered_dict(structure):
-        # Only a dict or defaultdict at the top is sorted; anything else is rebuilt one level
-        # down, with each child ordered in turn.
-        def traverse_children():
-            children, treedef = torch_tree.tree_flatten(
-                structure,
-                is_leaf=lambda x: x is not structure,
-            )
-            if treedef.num_nodes == 1 and treedef.num_leaves == 1:
-                return structure
-            else:
-                return torch_tree.tree_unflatten(
-                    [_dict_to_ordered_dict(child) for child in children],
-                    treedef,
-                )
-
-        if type(structure) in (dict, defaultdict):
-            return _sorted_copy(structure)
-        return traverse_children()
-
-
-    def traverse(func, structure, top_down=True):
-        structure = _dict_to_ordered_dict(structure)
-
-        def visit_children():
-            if _tree_is_leaf(structure):
-                return structure
-            items, treedef = torch_tree.tree_flatten(
-                structure, is_leaf=lambda x: x is not structure
-            )
-            return torch_tree.tree_unflatten(
-                [traverse(func, item, top_down) for item in items], treedef
-            )
-
-        if top_down:
-            ret = func(structure)
-            return visit_children() if ret is None else ret
-        rebuilt = visit_children()
-        ret = func(rebuilt)
-        return rebuilt if ret is None else ret
-
-
-    def flatten(structure):
-        leaves, _ = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
-        return leaves
-
-
-    def pack_sequence_as(structure, flat_sequence):
-        _, treespec = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
-        return torch_tree.tree_unflatten(flat_sequence, treespec)
-    '''
-)
-
-PATH = "keras/src/tree/torchtree_impl.py"
-
-#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
-FILES: dict[str, str] = {
-    "keras/src/tree/__init__.py": "",
-    PATH: TORCHTREE_PY,
-}
 
 
 @dataclass

@@ -1,81 +1,13 @@
-"""The synthetic file `torch-convert-to-tensor-device` anchors on, and a stand-in for torch.
-
-`FILES` holds a minimal `keras/src/backend/torch/core.py` shaped like Keras 3.10-3.15.1's:
-`get_device()` (a `str`), a `Variable` with `.value`, and `convert_to_tensor` whose tensor
-branch has the `device = get_device()` / `if x.device != device:` anchor (written for these
-tests; only the anchored statements follow Keras). It runs against the `torch` stand-in below,
-which logs every move, copy and cast, so the upstream and patched modules can be executed
-side by side offline.
+"""A stand-in for torch that the synthetic torch core.py of `torch-convert-to-tensor-device` (its
+cases.py's `CORE_PY`) runs against: it imports `global_state` and `torch` from here. The stand-in
+logs every move, copy and cast, so the upstream and patched modules can be executed side by side
+offline.
 """
 
 from __future__ import annotations
 
 import itertools
-import textwrap
 from typing import Any
-
-CORE_PY = textwrap.dedent(
-    '''\
-    """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
-
-    from tests.support.synthetic_torch_convert_to_tensor_device import global_state
-    from tests.support.synthetic_torch_convert_to_tensor_device import torch
-
-    DEFAULT_DEVICE = "cpu"
-
-
-    class Variable:
-        def __init__(self, value):
-            self._value = value
-
-        @property
-        def value(self):
-            return self._value
-
-
-    def get_device():
-        device = global_state.get("torch_device")
-        if device is None:
-            return DEFAULT_DEVICE
-        return device
-
-
-    def is_tensor(x):
-        return torch.is_tensor(x)
-
-
-    def to_torch_dtype(dtype):
-        return torch.dtype(dtype)
-
-
-    def convert_to_tensor(x, dtype=None, sparse=None, ragged=None):
-        if sparse:
-            raise ValueError("`sparse=True` is not supported with torch backend")
-        if ragged:
-            raise ValueError("`ragged=True` is not supported with torch backend")
-        if isinstance(x, Variable) or is_tensor(x):
-            if isinstance(x, Variable):
-                x = x.value
-            device = get_device()
-            if x.device != device:
-                if x.is_meta:
-                    x = torch.empty_like(x, device=device)
-                else:
-                    x = x.to(device)
-            if dtype is not None:
-                x = x.to(to_torch_dtype(dtype))
-            return x
-        dtype = to_torch_dtype(dtype or "float32")
-        return torch.as_tensor(x, dtype=dtype, device=get_device())
-    '''
-)
-
-#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
-FILES: dict[str, str] = {
-    "keras/src/backend/__init__.py": "",
-    "keras/src/backend/torch/__init__.py": "",
-    "keras/src/backend/torch/core.py": CORE_PY,
-}
 
 #: Stands for Keras's `global_state` attributes (only "torch_device" is read).
 global_state: dict[str, Any] = {}

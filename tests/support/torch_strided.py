@@ -1,21 +1,17 @@
-"""The synthetic file `torch-conv-single-copy` anchors on, and a numpy stand-in for torch.
+"""A numpy stand-in for torch's strided tensors, for the synthetic torch nn.py of the patches of
+nn.py's conv and pooling input path (`torch-conv-single-copy`, `torch-max-pool-channels-last`:
+their cases.py hold the synthetic modules).
 
-`FILES` holds a minimal `keras/src/backend/torch/nn.py` shaped like Keras 3.15.x's conv input
-path: `_transpose_spatial_inputs` (permute, then `.contiguous()`), keras#22324's
-`_get_channels_last_memory_format` and `_maybe_convert_to_channels_last`, a pooling op and
-`conv_transpose` that also call `_transpose_spatial_inputs`, and `conv` with its two
-`if data_format == "channels_last":` blocks (written for these tests; only the anchored
-statements follow Keras). `load_nn` executes it against `torch` below: numpy arrays with torch's
-rules for strides, contiguity (size-1 axes skipped; an empty tensor is contiguous in the default
-format only) and the canonical strides of `clone(memory_format=...)`, counting every copy, so
-the upstream and patched modules can be compared offline.
+`load_nn` executes such a module against `torch` below: numpy arrays with torch's rules for
+strides, contiguity (size-1 axes skipped; an empty tensor is contiguous in the default format
+only) and the canonical strides of `clone(memory_format=...)`, counting every copy, so the
+upstream and patched modules can be compared offline.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-import textwrap
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,98 +21,6 @@ from unittest import mock
 import numpy as np
 
 from tests.support.synthetic import load_module
-
-NN_PY = textwrap.dedent(
-    '''\
-    """Synthetic stand-in for keras/src/backend/torch/nn.py (the conv input path)."""
-
-    import torch
-    import torch.nn.functional as tnn
-
-
-    def _transpose_spatial_inputs(inputs):
-        """Channels-last axes to channels-first axes, in the default layout."""
-        # A plain view breaks view-based ops downstream: copy it.
-        ndim = inputs.ndim - 2
-        if ndim == 1:
-            return torch.permute(inputs, (0, 2, 1)).contiguous()
-        elif ndim == 2:
-            return torch.permute(inputs, (0, 3, 1, 2)).contiguous()
-        elif ndim == 3:
-            return torch.permute(inputs, (0, 4, 1, 2, 3)).contiguous()
-        raise ValueError(f"Expected 3, 4 or 5 dimensions, got shape {inputs.shape}.")
-
-
-    def _transpose_spatial_outputs(outputs):
-        ndim = outputs.ndim - 2
-        if ndim == 1:
-            return torch.permute(outputs, (0, 2, 1))
-        elif ndim == 2:
-            return torch.permute(outputs, (0, 2, 3, 1))
-        return torch.permute(outputs, (0, 2, 3, 4, 1))
-
-
-    def _transpose_conv_kernel(kernel):
-        ndim = kernel.ndim - 2
-        if ndim == 1:
-            return torch.permute(kernel, (2, 1, 0))
-        elif ndim == 2:
-            return torch.permute(kernel, (3, 2, 0, 1))
-        return torch.permute(kernel, (4, 3, 0, 1, 2))
-
-
-    def _get_channels_last_memory_format(ndim):
-        if ndim == 4:
-            return torch.channels_last
-        elif ndim == 5:
-            return torch.channels_last_3d
-        return None
-
-
-    def _maybe_convert_to_channels_last(tensor):
-        mem_fmt = _get_channels_last_memory_format(tensor.ndim)
-        if mem_fmt is not None and not tensor.is_contiguous(memory_format=mem_fmt):
-            return tensor.contiguous(memory_format=mem_fmt)
-        return tensor
-
-
-    def max_pool(inputs, data_format=None):
-        if data_format == "channels_last":
-            inputs = _transpose_spatial_inputs(inputs)
-        return tnn.max_pool(inputs)
-
-
-    def conv(inputs, kernel, data_format=None):
-        """Convolution (the stand-in records what it is given)."""
-        if data_format == "channels_last":
-            inputs = _transpose_spatial_inputs(inputs)
-
-        kernel = _transpose_conv_kernel(kernel)
-
-        if data_format == "channels_last":
-            inputs = _maybe_convert_to_channels_last(inputs)
-            kernel = _maybe_convert_to_channels_last(kernel)
-
-        outputs = tnn.conv(inputs, kernel)
-        if data_format == "channels_last":
-            outputs = _transpose_spatial_outputs(outputs)
-        return outputs
-
-
-    def conv_transpose(inputs, kernel, data_format=None):
-        if data_format == "channels_last":
-            inputs = _transpose_spatial_inputs(inputs)
-        kernel = _transpose_conv_kernel(kernel)
-        return tnn.conv_transpose(inputs, kernel)
-    '''
-)
-
-#: The package markers make setup.py-based trees (3.0's `find_packages`) ship the module too.
-FILES: dict[str, str] = {
-    "keras/src/backend/__init__.py": "",
-    "keras/src/backend/torch/__init__.py": "",
-    "keras/src/backend/torch/nn.py": NN_PY,
-}
 
 
 class MemoryFormat:

@@ -54,20 +54,9 @@ def _function(owner: Any, name: str) -> types.FunctionType | None:
     return value if isinstance(value, types.FunctionType) else None
 
 
-def _module(relative: str) -> types.ModuleType | None:
-    """The installed module, or None when it needs a framework this environment lacks (torch's
-    tree module on jax, say)."""
-    try:
-        return importlib.import_module(relative.removesuffix(".py").replace("/", "."))
-    except ImportError:
-        return None
-
-
 def _defined(relative: str) -> Iterator[tuple[str, types.FunctionType]]:
     """The installed module's top-level functions and its classes' methods, as upstream's tree names them."""
-    module = _module(relative)
-    if module is None:
-        return
+    module = importlib.import_module(relative.removesuffix(".py").replace("/", "."))
     tree = ast.parse((upstream.source_root() / relative).read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -83,24 +72,15 @@ def _defined(relative: str) -> Iterator[tuple[str, types.FunctionType]]:
 
 
 def _switched_files() -> list[str]:
-    """The modules the series switched that this backend imports (another backend's module, such
-    as keras/src/backend/torch/core.py on jax, needs a framework the environment may not have)."""
-    import keras
-
     provenance = upstream.provenance()
-    others = {f"keras/src/backend/{name}/" for name in ("torch", "jax", "tensorflow", "numpy", "openvino")}
-    others.discard(f"keras/src/backend/{keras.backend.backend()}/")
     return sorted(f for f in provenance.get("patched_files", {}) if f.endswith(".py") and f.startswith("keras/src/")
-                  and "forkgen_" not in f and (upstream.source_root() / f).is_file()
-                  and not any(f.startswith(other) for other in others))
+                  and "forkgen_" not in f and (upstream.source_root() / f).is_file())
 
 
 @pytest.mark.skipif(not disabled_patches() or disabled_patches() != frozenset(forkgen_switches.REQUIRES if forkgen_switches else ()),
                     reason="needs KERAS_FORKGEN_DISABLE=all")
 @pytest.mark.parametrize("relative", _switched_files() if forkgen_switches else [])
 def test_with_every_patch_disabled_every_function_is_upstream_s(relative: str) -> None:
-    if _module(relative) is None:
-        pytest.skip(f"{relative} needs a framework this environment lacks")
     codes = _upstream_codes(relative)
     compared = 0
     for qualname, function in _defined(relative):
@@ -116,8 +96,6 @@ def test_with_nothing_disabled_the_patched_functions_run() -> None:
     module holds forkgen's helpers (a patch that only adds them)."""
     for relative in _switched_files():
         codes = _upstream_codes(relative)
-        module = _module(relative)
-        if module is None:
-            continue
         differ = [q for q, f in _defined(relative) if q in codes and f.__code__.co_code != codes[q]]
+        module = importlib.import_module(relative.removesuffix(".py").replace("/", "."))
         assert differ or any(name.lower().startswith("_forkgen") for name in vars(module)), relative

@@ -60,7 +60,7 @@ def outcomes(result: series.SeriesResult) -> dict[str, str]:
 def test_each_patch_sees_the_tree_the_ones_before_left() -> None:
     result = run("x = 1\n")
     assert outcomes(result) == {"a": "applied", "b": "applied", "c": "applied"}
-    assert result.unswitched_files == {"a.py": "x = 1\n# a\n# b\n# c\n"}
+    assert result.files == {"a.py": "x = 1\n# a\n# b\n# c\n"}
 
 
 def test_applying_again_changes_nothing() -> None:

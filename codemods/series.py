@@ -24,6 +24,7 @@ from codemods.engine import (
     Patch,
     Sources,
     forget_trees,
+    switching,
 )
 
 #: The packages of the series, in the order their patches apply.
@@ -158,6 +159,12 @@ class SeriesResult:
     files: dict[str, str] = field(default_factory=dict)
 
     @property
+    def unswitched_files(self) -> dict[str, str]:
+        """`files` as the patches left them, without the run-time switches (what each patch's own
+        texts say; `files` is what is written)."""
+        return {path: switching.unswitch(text) for path, text in self.files.items() if path != switching.SWITCHES_PY}
+
+    @property
     def drifts(self) -> list[PatchResult]:
         return [r for r in self.results if r.outcome is Outcome.DRIFT]
 
@@ -176,11 +183,14 @@ class SeriesResult:
 def series_label(applied: Iterable[tuple[str, str]], prefix: str = LABEL_PREFIX) -> str:
     """The PEP 440 local label of a wheel carrying `applied` (name, version) patches.
 
-    `<prefix>.<8 letters>`, the letters derived from the sorted names and versions, so that it
-    changes whenever the set of applied patches or any patch's version does. Letters only: a
-    numeric segment would be normalised (leading zeros dropped) and no longer match.
+    `<prefix>.<8 letters>`, the letters derived from the sorted names and versions and from the
+    form of the engine's run-time switches (`switching.FORMAT`), so that it changes whenever the
+    set of applied patches, any patch's version or the switches' form does: a wheel of other
+    bytes never carries a name already served. Letters only: a numeric segment would be
+    normalised (leading zeros dropped) and no longer match.
     """
-    text = "\n".join(f"{name}=={version}" for name, version in sorted(applied))
+    lines = [f"{name}=={version}" for name, version in sorted(applied)]
+    text = "\n".join([*lines, f"(run-time switches)=={switching.FORMAT}"])
     digest = hashlib.sha256(text.encode()).digest()
     return prefix + "." + "".join(chr(ord("a") + b % 26) for b in digest[:8])
 
@@ -230,10 +240,21 @@ def _without_cyclic_gc() -> Iterator[None]:
 def _run(
     read: Callable[[str], str | None], selected: Sequence[Patch], release: str | None, series: Sequence[Patch] | None
 ) -> SeriesResult:
-    sources = Sources(read)
+    switched: set[str] = set()
+
+    def unswitched(path: str) -> str | None:
+        # A tree forkgen switched is read as the series left it (and then found applied).
+        text = read(path)
+        if text is not None and switching.MARK in text:
+            switched.add(path)
+            return switching.unswitch(text)
+        return text
+
+    sources = Sources(unswitched)
     result = SeriesResult(_parse_release(release))
     outcomes: dict[str, Outcome] = {}
     chosen = {p.name for p in selected}
+    touched: dict[str, dict[str, set[str]]] = {}
     for patch in series or selected:
         if patch.name not in chosen:
             try:
@@ -245,14 +266,39 @@ def _run(
         checked = _check(patch, sources, result.release, outcomes)
         outcomes[patch.name] = checked.outcome
         if checked.changed:
+            before = sources.rendered()
             try:
                 patch.apply(sources)
             except AnchorDrift as error:
                 checked = PatchResult(patch, Check(Outcome.DRIFT, str(error)), error)
                 outcomes[patch.name] = Outcome.DRIFT
+            else:
+                after = sources.rendered()
+                touched[patch.name] = {
+                    path: switching.changed_keys(before.get(path) or unswitched(path) or "", text)
+                    for path, text in after.items() if before.get(path) != text
+                }
         result.results.append(checked)
     result.files = sources.rendered()
+    if result.files and not result.drifts:
+        result.files = _switched(unswitched, result.files, touched, [r.patch for r in result.applied])
     return result
+
+
+def _switched(read: Callable[[str], str | None], files: dict[str, str], touched: dict[str, dict[str, set[str]]],
+              carried: Sequence[Patch]) -> dict[str, str]:
+    """The series' files with run-time switches (codemods/engine/switching.py), and the switches."""
+    groups = switching.switch_groups(touched)
+    group_of: dict[str, dict[str, tuple[str, ...]]] = {}
+    for group in groups:
+        for name in group:
+            for path, keys in touched[name].items():
+                group_of.setdefault(path, {}).update(dict.fromkeys(keys, group))
+    out = {path: switching.switch_module(read(path) or "", text, group_of.get(path, {})) for path, text in files.items()}
+    names = {p.name for p in carried}
+    out[switching.SWITCHES_PY] = switching.switches_module(
+        {p.name: tuple(r for r in p.requires if r in names) for p in carried}, groups)
+    return out
 
 
 def _check(patch: Patch, sources: Sources, release: Version | None, outcomes: dict[str, Outcome]) -> PatchResult:

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 import forkgen
-from codemods.engine import AnchorDrift
+from codemods.engine import AnchorDrift, switching
 from codemods.stamp_version import (
     OTHER_VERSION_SOURCES,
     VERSION_PY,
@@ -50,11 +50,24 @@ def source_date_epoch(source: Source | None) -> int:
         return max(315532800, max(int(m.mtime) for m in tar.getmembers()))
 
 
+def switches_of(root: Path) -> dict[str, dict[str, Any]]:
+    """Each switched patch's run-time switch, from the tree's switches module (written by the
+    series): how to disable it, and which patches go with it."""
+    path = root / switching.SWITCHES_PY
+    if not path.is_file():
+        return {}
+    requires, groups = switching.read_switches(path.read_text(encoding="utf-8"))
+    return {name: {"disable": f"{switching.VARIABLE}={name}",
+                   "also_disables": [p for p in requires if p in switching.closure({name}, requires, groups) - {name}]}
+            for name in requires}
+
+
 def make_provenance(
     source: Source | None, tree: PatchedTree, pin: Pin, version: str, epoch: int
 ) -> dict[str, Any]:
     analysis = tree.analysis
     patched = sorted({*analysis.files, *(f for p in analysis.applied for f in p.files)})
+    switched = switches_of(tree.root)
     return {
         "upstream": {
             "distribution": pin.distribution,
@@ -68,7 +81,7 @@ def make_provenance(
         # Every patch of the selection with its outcome on this release, in series order.
         "patches": [
             {"name": p.name, "version": p.version, "outcome": p.outcome, "origin": p.origin, "forwarded": p.forwarded,
-             "files": list(p.files)}
+             "files": list(p.files), **({"switch": switched[p.name]} if p.name in switched else {})}
             for p in analysis.patches
         ],
         "series_label": analysis.label,

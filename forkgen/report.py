@@ -32,6 +32,7 @@ from codemods.engine import (
     AnchorDrift,
     CallRules,
     Parameter,
+    switching,
 )
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen.errors import ForkgenError, UpstreamDriftError
@@ -357,7 +358,8 @@ def _is_test_file(relative: str) -> bool:
 
 
 def read_tree(root: Path) -> dict[str, str]:
-    """`{relative path: text}` of `root/keras/src/**/*.py`, tests and test utilities left out."""
+    """`{relative path: text}` of `root/keras/src/**/*.py`, tests and test utilities left out, the
+    fork's run-time switches taken out (`switching.unswitch`)."""
     require_keras_tree(root)
     if not (root / LAYER_PY).is_file():
         raise UpstreamDriftError(
@@ -366,7 +368,10 @@ def read_tree(root: Path) -> dict[str, str]:
         )
     paths = sorted((root / "keras" / "src").rglob("*.py"))
     relatives = ((p, p.relative_to(root).as_posix()) for p in paths)
-    return {rel: p.read_bytes().decode("utf-8", errors="replace") for p, rel in relatives if not _is_test_file(rel)}
+    # A module the fork switched is read as the series left it (its upstream copies are not code
+    # the report is about).
+    return {rel: switching.unswitch(p.read_bytes().decode("utf-8", errors="replace"))
+            for p, rel in relatives if not _is_test_file(rel)}
 
 
 def report(root: Path) -> Report:

@@ -161,6 +161,8 @@ the only import a patch makes besides the patches it `requires`. Its modules, on
     declared    `DeclaredPatch`
     command     `DeclaredCommand`, the libcst command of a declared patch
     cases       a patch's examples (`Case`) and mutants (`Mutant`), `piece_text`
+    switching   the run-time switches the engine makes for every patch once the series has run
+                (`KERAS_FORKGEN_DISABLE`; `from codemods.engine import switching`)
     report      what a patch may offer `forkgen report`: its call rules (`CallRules`)
 """
 

@@ -39,11 +39,21 @@ def variant() -> str:
 
 
 def patch_applied(name: str) -> bool:
-    """Whether the installed fork applies patch `name` (its provenance says "applied")."""
+    """Whether the installed fork applies patch `name` (its provenance says "applied") and runs it
+    in this process (not disabled by KERAS_FORKGEN_DISABLE, read by the fork at import)."""
     from keras.src import forkgen_provenance
 
     patches = forkgen_provenance.PROVENANCE.get("patches", [])
-    return any(p["name"] == name and p["outcome"] == "applied" for p in patches)
+    return any(p["name"] == name and p["outcome"] == "applied" for p in patches) and name not in disabled_patches()
+
+
+def disabled_patches() -> frozenset[str]:
+    """The patches the installed fork runs as upstream's statements in this process."""
+    try:
+        from keras.src import forkgen_switches
+    except ImportError:  # a fork built before the switches
+        return frozenset()
+    return frozenset(forkgen_switches.DISABLED)
 
 
 def get_mask(x: Any) -> Any:
@@ -108,6 +118,9 @@ def to_numpy(x: Any) -> Any:
 #: Whether the installed fork carries the extension (`CallSpec._fast_bound`: every call
 #: that binds). Wheels built with the base patch only do not.
 HAS_EXTENSION = "_fast_bound" in CallSpec.__dict__
+#: The CallSpec fast path runs in this process: the fork carries it and KERAS_FORKGEN_DISABLE does
+#: not switch it off (then CallSpec is upstream's class, without `_fast`).
+CALLSPEC_RUNS = "_fast" in CallSpec.__dict__
 
 
 @dataclass

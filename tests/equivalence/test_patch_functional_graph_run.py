@@ -39,6 +39,9 @@ if APPLIED:
     function_module = upstream.patched_module(NAME, "function.py")
     functional_module = upstream.patched_module(NAME, "functional.py")
     Function, Functional = function_module.Function, functional_module.Functional
+else:  # only collected, to be skipped
+    from keras.src.models.functional import Functional
+    from keras.src.ops.function import Function
 
 LOG: list[tuple[Any, ...]] = []
 

@@ -11,11 +11,13 @@ from typing import Any
 
 import keras
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, event, find, given, settings
 from hypothesis import strategies as st
 from keras.src.layers import layer as layer_module
 
 from tests.equivalence.helpers import (
+    CALLSPEC_RUNS,
     HAS_EXTENSION,
     P,
     Recorder,
@@ -31,6 +33,10 @@ from tests.equivalence.helpers import (
     symbolic_call,
     tensor,
     variant,
+)
+
+pytestmark = pytest.mark.skipif(
+    not CALLSPEC_RUNS, reason="the CallSpec fast path does not run here (not in this fork, or KERAS_FORKGEN_DISABLE)"
 )
 
 NAMES = ["inputs", "x", "training", "mask", "x_mask", "scale", "other", "flag"]

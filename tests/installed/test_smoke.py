@@ -189,10 +189,13 @@ def test_wheel_holds_upstream_files_plus_provenance(tmp_path: Path) -> None:
             return {n: archive.read(n) for n in archive.namelist() if ".dist-info/" not in n}
 
     ours, theirs = contents(wheel), contents(upstream)
-    assert sorted(set(ours) - set(theirs)) == ["keras/src/forkgen_provenance.py"]
+    # The provenance and the run-time switches (codemods/engine/switching.py) are the files added.
+    assert sorted(set(ours) - set(theirs)) == ["keras/src/forkgen_provenance.py", "keras/src/forkgen_switches.py"]
     assert set(theirs) <= set(ours)
     changed = sorted(name for name in theirs if ours[name] != theirs[name])
     from keras.src import forkgen_provenance
 
     # Exactly the files the applied patches rewrote, and the version.
-    assert changed == sorted([*forkgen_provenance.PROVENANCE["patched_files"], "keras/src/version.py"])
+    patched = forkgen_provenance.PROVENANCE["patched_files"]
+    assert "keras/src/forkgen_switches.py" in patched
+    assert changed == sorted([*(f for f in patched if f in theirs), "keras/src/version.py"])

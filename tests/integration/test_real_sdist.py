@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.engine import LAYER_PY
+from codemods.engine import LAYER_PY, switching
 from forkgen import config, overlay, patch, provenance
 from forkgen.errors import EXIT_FETCH, EXIT_INTEGRITY
 from forkgen.fetch import default_cache_dir, fetch
@@ -57,7 +57,9 @@ CALLSPEC = ("callspec-fast-path", "callspec-training-fast-path")
 def test_only_the_files_the_applied_patches_name_change(source: Source, patched: Path) -> None:
     upstream = {p.relative_to(source.root): p for p in source.root.rglob("*") if p.is_file()}
     ours = {p.relative_to(patched): p for p in patched.rglob("*") if p.is_file()}
-    assert upstream.keys() == ours.keys()
+    # Upstream's files, and the run-time switches the engine adds (codemods/engine/switching.py).
+    assert ours.keys() - upstream.keys() == {Path(switching.SWITCHES_PY)} and upstream.keys() <= ours.keys()
+    compile((patched / switching.SWITCHES_PY).read_text(), switching.SWITCHES_PY, "exec")
     changed = sorted(str(name) for name, path in upstream.items() if path.read_bytes() != ours[name].read_bytes())
     named = {f for p in patch.analyze(source.root).applied for f in p.files}
     assert LAYER_PY in changed and set(changed) <= named

@@ -411,7 +411,7 @@ def test_a_series_run_leaves_no_tree_in_the_caches_by_node() -> None:
     WRAP.check(sources(MODULE))
     assert all(TREE_CACHES) and {id(c) for c in TREE_CACHES} >= {id(linemap._PARTS), id(linemap._LINES), id(names._NAMES)}
     result = series.run(lambda path: MODULE if path == PATH else None, (WRAP,))
-    assert result.files == {PATH: WRAPPED} and not any(TREE_CACHES)
+    assert result.unswitched_files == {PATH: WRAPPED} and not any(TREE_CACHES)
 
 
 class TestGeneratedCommand(CodemodTest):

@@ -23,7 +23,7 @@ PATH = synthetic.PATH
 
 def test_the_series_run_twice_changes_nothing_the_second_time() -> None:
     first = series.run({PATH: BEFORE}.get, (PATCH,))
-    assert first.files == {PATH: AFTER} and first.changed
+    assert first.unswitched_files == {PATH: AFTER} and first.changed
     second = series.run({PATH: AFTER}.get, (PATCH,))
     assert second.files == {} and not second.changed and second.results[0].check.present
 

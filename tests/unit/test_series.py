@@ -60,7 +60,7 @@ def outcomes(result: series.SeriesResult) -> dict[str, str]:
 def test_each_patch_sees_the_tree_the_ones_before_left() -> None:
     result = run("x = 1\n")
     assert outcomes(result) == {"a": "applied", "b": "applied", "c": "applied"}
-    assert result.files == {"a.py": "x = 1\n# a\n# b\n# c\n"}
+    assert result.unswitched_files == {"a.py": "x = 1\n# a\n# b\n# c\n"}
 
 
 def test_applying_again_changes_nothing() -> None:
@@ -104,6 +104,13 @@ def test_the_label_names_the_applied_patches_and_versions() -> None:
     assert series.series_label([("b", "1"), ("a", "1")]) == label  # order does not matter
     assert series.series_label([("a", "1"), ("b", "2")]) != label  # a version does
     assert series.series_label([("a", "1")]) != label  # and so does the set
+
+
+def test_the_label_changes_with_the_form_of_the_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The switches change every switched file's bytes: a new form must not keep a served name.
+    label = series.series_label([("a", "1"), ("b", "1")])
+    monkeypatch.setattr(series.switching, "FORMAT", series.switching.FORMAT + "0")
+    assert series.series_label([("a", "1"), ("b", "1")]) != label
 
 
 def test_the_registered_series_is_well_formed() -> None:

@@ -34,7 +34,7 @@ def test_the_applied_anchors() -> None:
 
 def test_the_series_runs_it_and_older_releases_are_not_applicable() -> None:
     result = series.run(synthetic.files().get, [PATCH], release="3.15.1")
-    assert result.results[0].changed and result.files[TRAINER] == synthetic.AFTER
+    assert result.results[0].changed and result.unswitched_files[TRAINER] == synthetic.AFTER
     again = series.run(synthetic.files(synthetic.AFTER).get, [PATCH], release="3.15.1")
     assert [r.outcome for r in again.results] == [Outcome.APPLIED] and not again.changed and again.files == {}
     for release in ("3.5.0", "3.4.1"):

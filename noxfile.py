@@ -403,7 +403,9 @@ def mutants(session: nox.Session) -> None:
 
     Not part of `nox`: it builds one wheel per mutant (each patch declares its own, `MUTANTS` in its package's cases.py).
     `nox -s mutants -- extension dtype` runs only the mutants whose names hold one of the words;
-    `nox -s mutants -- --distribution keras-nightly dtype` builds them on the newest nightly.
+    `nox -s mutants -- --distribution keras-nightly dtype` builds them on the newest nightly;
+    `nox -s mutants -- --one-per-patch` each patch's first mutant. Each runs its patch's own
+    equivalence file first, then (not caught there) the whole suite.
     """
     install_project(session, "", TORCH_SPEC, PYTEST, "pytest-xdist", "hypothesis", str(fork_wheel(session)))
     session.run("python", "tests/mutants.py", *session.posargs, env={"KERAS_BACKEND": "torch"})
@@ -500,7 +502,9 @@ def bench(session: nox.Session) -> None:
     --rounds 5`, `-- --nightly keras-nightly==3.16.0.dev2026102704`, `-- --ablation` (the
     series without each patch the fork applies, built here with `forkgen build
     --without-patch`: long), `-- --compile` (torch.compile on the bench models, upstream and the fork
-    side by side: tests/bench/compile_run.py), `-- --ceiling` (the fork's `Layer.__call__` with
+    side by side: tests/bench/compile_run.py), `-- --switches` (also the fork with every patch
+    switched off, KERAS_FORKGEN_DISABLE=all), `-- --before WHEEL` (also another build of the fork,
+    e.g. one made before a change), `-- --ceiling` (the fork's `Layer.__call__` with
     steps taken out, and the targets projected: tests/bench/ceiling.py) and the other options of
     tests/bench/run.py. Writes
     patched_keras/bench/results.json and ratios.png; exits 1 when the fork is slower than

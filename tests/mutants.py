@@ -4,7 +4,9 @@ Run by `nox -s mutants` (not part of CI: it builds one wheel per mutant). The mu
 those the patches declare (`MUTANTS` in each package's cases.py). For each
 mutant, a copy of this project with one line of the template changed builds a wheel,
 which is installed over the current environment's Keras; the equivalence suite must
-then fail. Prints which test caught each mutant; exits 1 if any survived.
+then fail. The patch's own equivalence file (tests/equivalence/test_patch_<package>.py) runs
+first; a mutant it does not catch gets the whole suite (so the verdict is the whole suite's,
+sooner). Prints which test caught each mutant; exits 1 if any survived.
 """
 
 from __future__ import annotations
@@ -39,6 +41,24 @@ def declared_mutants() -> list[tuple[str, str, str, str]]:
     return found
 
 
+def own_tests(template_path: str) -> list[str]:
+    """The equivalence file of the patch whose package holds `template_path` (none: [])."""
+    own = ROOT / "tests" / "equivalence" / f"test_patch_{template_path.split('/')[1]}.py"
+    return [str(own.relative_to(ROOT))] if own.exists() else []
+
+
+def first_of_each_patch(selected: list[tuple[int, tuple[str, str, str, str]]]) -> list[tuple[int, tuple[str, str, str, str]]]:
+    """`--one-per-patch`: of the selected mutants, each patch's first."""
+    seen: set[str] = set()
+    kept = []
+    for index, mutant in selected:
+        patch = mutant[0].partition(":")[0]
+        if patch not in seen:
+            seen.add(patch)
+            kept.append((index, mutant))
+    return kept
+
+
 #: Every mutant of the series: each patch declares its own (`MUTANTS` in its package's cases.py).
 MUTANTS = declared_mutants()
 
@@ -70,15 +90,22 @@ def build_mutant(index: int, template_path: str, old: str, new: str, work: Path,
 
 
 def main(argv: list[str]) -> int:
-    """`python tests/mutants.py [--distribution D] [--version V] [SUBSTRING ...]`: every mutant,
-    or those whose name holds one of the substrings (numbered as in the full list), built on the
-    pinned release or on the one named (e.g. `--distribution keras-nightly`: its newest)."""
+    """`python tests/mutants.py [--distribution D] [--version V] [--one-per-patch] [SUBSTRING ...]`:
+    every mutant, or those whose name holds one of the substrings (numbered as in the full list),
+    built on the pinned release or on the one named (e.g. `--distribution keras-nightly`: its
+    newest); `--one-per-patch` keeps each patch's first of them."""
     release: list[str] = []
-    while argv and argv[0] in ("--distribution", "--version"):
+    one_per_patch = False
+    while argv and argv[0] in ("--distribution", "--version", "--one-per-patch"):
+        if argv[0] == "--one-per-patch":
+            one_per_patch, argv = True, argv[1:]
+            continue
         release += argv[:2]
         argv = argv[2:]
     selected = [(index, mutant) for index, mutant in enumerate(MUTANTS, start=1)
                 if not argv or any(part in mutant[0] for part in argv)]
+    if one_per_patch:
+        selected = first_of_each_patch(selected)
     if not selected:
         raise SystemExit(f"no mutant's name holds any of {argv}")
     survivors = []
@@ -97,15 +124,20 @@ def main(argv: list[str]) -> int:
             installed = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", str(wheel)])
             if installed.returncode != 0:
                 raise SystemExit(installed.stderr)
-            tests = run(
-                [sys.executable, "-m", "pytest", "tests/equivalence", "-q", "-x", "-p", "no:cacheprovider", *WORKERS,
-                 "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
-                # No FORKGEN_WHEEL: a mutant is built from other templates on purpose, which the
-                # fail-closed gate (tests/support/gate.py) would refuse before any test ran.
-                cwd=ROOT, env=env,
-            )
-            failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
-            caught = tests.returncode != 0 and failed
+            for files in (own_tests(template_path), ["tests/equivalence"]):
+                if not files:
+                    continue
+                tests = run(
+                    [sys.executable, "-m", "pytest", *files, "-q", "-x", "-p", "no:cacheprovider", *WORKERS,
+                     "-W", "ignore::UserWarning", "-W", "ignore::DeprecationWarning"],
+                    # No FORKGEN_WHEEL: a mutant is built from other templates on purpose, which the
+                    # fail-closed gate (tests/support/gate.py) would refuse before any test ran.
+                    cwd=ROOT, env=env,
+                )
+                failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", tests.stdout, flags=re.MULTILINE)
+                caught = tests.returncode != 0 and failed
+                if caught:
+                    break
             print(f"mutant {index}: {name}: " + (f"caught by {failed[0]}" if caught else "SURVIVED"), flush=True)
             if not caught:
                 print("\n".join(tests.stdout.splitlines()[-15:]), flush=True)

@@ -21,7 +21,14 @@ the twin, in the fork's environment, as a fourth build, "torch" (fork / plain to
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0
         [--nightly keras-nightly==3.16.0.dev2026102704] [--backend torch] [--rounds 3]
         [--processes 2] [--values 5] [--cases dense,mlp] [--ablation [--ablation-cases dense]]
+        [--switches] [--before WHEEL]
     python tests/bench/run.py --wheel W --upstream keras==3.15.1 --requirement torch==2.13.0 --ceiling
+
+With --switches, every case is also timed in the fork's environment with every patch switched
+off at run time (KERAS_FORKGEN_DISABLE=all: the build "fork-off"), which must time like
+upstream; with --before WHEEL, in another build of the fork (e.g. one made before a change: the
+build "before"), against which the fork must be no slower. Both are timed in the same rounds as
+the others; their ratios get a table of their own.
 
 With --ceiling, it times none of the above: tests/bench/ceiling.py runs in the fork's
 environment and says how far any change to the steps around a layer call could still take
@@ -79,6 +86,20 @@ BUILDS = ("upstream", "nightly", "fork")
 TWIN = "torch"
 #: The ratios reported per case: (numerator, denominator).
 RATIOS = (("fork", "upstream"), ("nightly", "upstream"), ("fork", "nightly"), ("fork", TWIN))
+#: `--switches`: the fork with every patch switched off at run time, in the fork's environment.
+SWITCHED_OFF = "fork-off"
+#: `--before WHEEL`: another build of the fork, in an environment of its own.
+BEFORE = "before"
+#: The environment each build that has none of its own runs in, and the variables it runs with
+#: (every other build runs without KERAS_FORKGEN_DISABLE, whatever the caller's environment says).
+RUNS_IN = {TWIN: "fork", SWITCHED_OFF: "fork"}
+RUN_VARIABLES = {SWITCHED_OFF: {"KERAS_FORKGEN_DISABLE": "all"}}
+#: The ratios of --switches and --before: (numerator, denominator, what it should be).
+SWITCH_RATIOS = (
+    (SWITCHED_OFF, "upstream", "about 1: every patch switched off runs upstream's statements"),
+    (SWITCHED_OFF, "fork", "what the patches save, switched off at run time"),
+    ("fork", BEFORE, "at most 1: the fork no slower than the build before"),
+)
 #: The issue's targets per case: fork/upstream at most the first, fork/nightly at most the second
 #: (if there is one: nightly has no fast constructor to time in the micro cases).
 TARGETS: dict[str, tuple[float, ...]] = {
@@ -199,8 +220,13 @@ def python(env: Path) -> str:
     return str(env / "bin" / "python")
 
 
-def counts(env: Path, backend: str) -> dict[str, Any]:
-    result = run([python(env), str(HERE / "cases.py"), "--backend", backend, "--counts"], cwd=HERE)
+def variables(kind: str) -> dict[str, str]:
+    """The environment variables a build's processes run with (RUN_VARIABLES)."""
+    return {**{k: v for k, v in os.environ.items() if k != "KERAS_FORKGEN_DISABLE"}, **RUN_VARIABLES.get(kind, {})}
+
+
+def counts(env: Path, backend: str, kind: str = "") -> dict[str, Any]:
+    result = run([python(env), str(HERE / "cases.py"), "--backend", backend, "--counts"], cwd=HERE, env=variables(kind))
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
@@ -330,14 +356,15 @@ def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, 
     started = time.perf_counter()
     for round_number in range(args.rounds):
         for kind in kinds if round_number % 2 == 0 else list(reversed(kinds)):
-            # The plain-PyTorch twin runs in the fork's environment (the same torch).
-            command = [python(envs["fork" if kind == TWIN else kind]), str(HERE / "cases.py"), "--backend", backend,
+            # The plain-PyTorch twin runs in the fork's environment (the same torch), and so does
+            # the fork with its patches switched off (RUNS_IN).
+            command = [python(envs[RUNS_IN.get(kind, kind)]), str(HERE / "cases.py"), "--backend", backend,
                        "--case", case, *(["--twin"] if kind == TWIN else []), "--quiet",
                        "--processes", str(args.processes), "--values", str(args.values), "--warmups", "1",
                        "--append", str(files[kind])]
             if loops is not None:
                 command += ["--loops", str(loops)]
-            run(command, cwd=HERE)
+            run(command, cwd=HERE, env=variables(kind))
             if loops is None:
                 loops = calibrated_loops(files[kind])
         log(f"  {case}: round {round_number + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)")
@@ -347,6 +374,9 @@ def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, 
     for numerator, denominator in RATIOS:
         if numerator in stats and denominator in stats:
             result["ratios"][f"{numerator}/{denominator}"] = ratio(stats, numerator, denominator)
+    switches = {f"{a}/{b}": ratio(stats, a, b) for a, b, _ in SWITCH_RATIOS if a in stats and b in stats}
+    if switches:
+        result["switches"] = switches
     for name, target in case_targets(case).items():
         if name in result["ratios"]:
             result["targets"][name] = {"at_most": target, "met": result["ratios"][name]["ratio"] <= target}
@@ -592,9 +622,10 @@ def table(results: dict[str, Any]) -> str:
               "a hand-written loop), timed in the fork's environment; fork / plain torch is how many times its "
               "time the fork takes. A target is met when the ratio is at most the target, the strictest of the "
               "issues' (informational: only \"fork/upstream SLOWER\" fails the run)."]
-    kinds = [*BUILDS, *(b["kind"] for b in results.get("ablation", []) if b["wheel"])]
-    headers = {"upstream": "upstream", "nightly": "nightly", "fork": "fork",
-               **{b["kind"]: f"fork without {without(b)}" for b in results.get("ablation", [])}}
+    kinds = [*BUILDS, *(b["kind"] for b in results.get("ablation", []) if b["wheel"]),
+             *(k for k in (SWITCHED_OFF, BEFORE) if k in results["counts"])]
+    headers = {"upstream": "upstream", "nightly": "nightly", "fork": "fork", SWITCHED_OFF: "fork, all switched off",
+               BEFORE: "before", **{b["kind"]: f"fork without {without(b)}" for b in results.get("ablation", [])}}
     shapes: list[str] = []
     for kind in kinds:
         for shape in results["counts"].get(kind, {}).get("counts") or {}:
@@ -629,6 +660,23 @@ def table(results: dict[str, Any]) -> str:
             lines.append(f"| {row['case']} | {timing(row['stats'], 'fork')} | "
                          + " | ".join(timing(row["stats"], b["kind"]) for b in results["ablation"] if b["wheel"])
                          + " |")
+    switched = [row for row in results["cases"] if row.get("switches")]
+    if switched:
+        shown_ratios = [(f"{a}/{b}", meaning) for a, b, meaning in SWITCH_RATIOS
+                        if any(f"{a}/{b}" in row["switches"] for row in switched)]
+        lines += ["", f"Run-time switches: {SWITCHED_OFF} is the fork with KERAS_FORKGEN_DISABLE=all (every patch "
+                  f"switched off, in the fork's environment), {BEFORE} the build given with --before; "
+                  + "; ".join(f"{name}: {meaning}" for name, meaning in shown_ratios) + ".", "",
+                  "| case | " + " | ".join(f"{name} ± std error" for name, _ in shown_ratios) + " | "
+                  + " | ".join(f"{kind} (mean ± std dev)" for kind in (SWITCHED_OFF, BEFORE)
+                               if any(kind in row["stats"] for row in switched)) + " |",
+                  "|---|" + "---|" * (len(shown_ratios) + len([k for k in (SWITCHED_OFF, BEFORE)
+                                                              if any(k in row["stats"] for row in switched)]))]
+        for row in switched:
+            lines.append(f"| {row['case']} | " + " | ".join(shown_ratio(name, row["switches"].get(name))
+                                                           for name, _ in shown_ratios)
+                         + " | " + " | ".join(timing(row["stats"], kind) for kind in (SWITCHED_OFF, BEFORE)
+                                              if any(kind in r["stats"] for r in switched)) + " |")
     return "\n".join(lines)
 
 
@@ -831,6 +879,10 @@ def main() -> int:
                         help="instead of the timings: the fork's Layer.__call__ with steps taken out, timed in its "
                              "environment, and the targets projected from the latest results.json (an upper bound "
                              "of what any patch of those steps can give; tests/bench/ceiling.py)")
+    parser.add_argument("--switches", action="store_true",
+                        help="also time the fork with every patch switched off (KERAS_FORKGEN_DISABLE=all)")
+    parser.add_argument("--before", type=Path, metavar="WHEEL",
+                        help="also time this other build of the fork (e.g. one made before a change)")
     parser.add_argument("--ablation-cases", default=None,
                         help="comma-separated cases the ablation times (default: the model-level ones among --cases)")
     args = parser.parse_args()
@@ -874,6 +926,10 @@ def main() -> int:
     nightly_version = args.nightly.split("==", 1)[1].strip() if "==" in args.nightly else ""
     if not args.wheel.is_file():
         parser.error(f"no wheel at {args.wheel}")
+    if args.before is not None and not args.before.is_file():
+        parser.error(f"no wheel at {args.before}")
+    if (args.switches or args.before) and (args.compile or args.ceiling):
+        parser.error("--switches and --before go with neither --compile nor --ceiling")
     fork_version = args.wheel.name.split("-")[1]
     base = [*args.requirement, "pyperf"]
     upstream_requirements = [args.upstream, "--only-binary", distribution, *base]
@@ -903,10 +959,16 @@ def main() -> int:
         for build in ablations:
             if build["wheel"]:
                 envs[build["kind"]] = environment(build["kind"], args.backend, [build["wheel"], *base])
+    if args.before is not None:
+        envs[BEFORE] = environment(BEFORE, args.backend, [str(args.before.resolve()), *base])
+    extra = [*([SWITCHED_OFF] if args.switches else []), *([BEFORE] if args.before is not None else [])]
     log("counting CallSpecs per call")
-    counted = {kind: counts(env, args.backend) for kind, env in envs.items()}
+    counted = {kind: counts(env, args.backend, kind) for kind, env in envs.items()}
+    if args.switches:
+        counted[SWITCHED_OFF] = counts(envs["fork"], args.backend, SWITCHED_OFF)
     expected = {"upstream": (distribution, upstream_version), "fork": (distribution, fork_version),
-                **{b["kind"]: (distribution, b["version"]) for b in ablations if b["wheel"]}}
+                **{b["kind"]: (distribution, b["version"]) for b in ablations if b["wheel"]},
+                **({BEFORE: (distribution, args.before.name.split("-")[1])} if args.before is not None else {})}
     check_environments(counted, expected)
     nightly_found = counted["nightly"]["environment"].get("keras_distributions", {})
     if list(nightly_found) != [nightly_distribution] or nightly_version not in ("", nightly_found[nightly_distribution]):
@@ -916,10 +978,13 @@ def main() -> int:
         "machine": machine(), "backend": args.backend, "upstream_version": upstream_version,
         "nightly_version": nightly_found[nightly_distribution], "fork_version": fork_version,
         "builds": {"upstream": args.upstream, "nightly": args.nightly, "fork": str(args.wheel.resolve()),
-                   TWIN: "the plain-PyTorch twins of tests/bench/twins.py, in the fork's environment"},
+                   TWIN: "the plain-PyTorch twins of tests/bench/twins.py, in the fork's environment",
+                   **({SWITCHED_OFF: "the fork with KERAS_FORKGEN_DISABLE=all, in the fork's environment"}
+                      if args.switches else {}),
+                   **({BEFORE: str(args.before.resolve())} if args.before is not None else {})},
         "environments": {kind: counted[kind]["environment"] for kind in envs},
         "settings": {"rounds": args.rounds, "processes_per_round": args.processes, "values": args.values,
-                     "cases": cases, "ablation_cases": ablation_cases},
+                     "cases": cases, "ablation_cases": ablation_cases, "switches": args.switches},
         "counts": counted, "ablation": ablations, "cases": [],
     }
     before_dense = previous_dense(OUT / "results.json", args.backend)  # before this run overwrites it
@@ -929,7 +994,7 @@ def main() -> int:
     work.mkdir(parents=True)
     started = time.perf_counter()
     for case in cases:
-        kinds = builds_of(case, args.backend)
+        kinds = builds_of(case, args.backend) + extra
         if case in ablation_cases:
             kinds += [b["kind"] for b in ablations if b["wheel"]]
         log(f"timing {case} in {', '.join(kinds)}: {DESCRIPTIONS[case]}")

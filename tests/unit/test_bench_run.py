@@ -158,3 +158,35 @@ def test_the_results_page_renders_a_results_json_without_twins(bench: ModuleType
     assert "| dense: eager Dense(4)(x), x of shape (2, 4) |" in page
     assert "fork/upstream 0.500 ± 0.007 (faster) (≤ 0.60: met): met" in page
     assert sys.modules["cases"].TWIN_CASES == bench.TWIN_CASES
+
+
+def test_switched_off_runs_in_the_fork_environment_with_the_variable_and_before_in_its_own(
+        bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--switches: "fork-off" is the fork's environment with KERAS_FORKGEN_DISABLE=all; every other
+    build runs without the variable even when the caller has it set; --before: its own environment.
+    Their ratios (fork-off/upstream, fork-off/fork, fork/before) get a table of their own."""
+    monkeypatch.setenv("KERAS_FORKGEN_DISABLE", "dtype-fast-paths")
+    commands: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(bench, "run", lambda command, **kwargs: commands.append(
+        (command[0], kwargs["env"].get("KERAS_FORKGEN_DISABLE"))))
+    monkeypatch.setattr(bench, "calibrated_loops", lambda path: 7)
+    means = {"upstream": 3.0, "nightly": 2.5, "fork": 2.0, "fork-off": 3.0, "before": 2.1}
+    monkeypatch.setattr(bench, "summary", lambda path: stats(means[Path(path).name.rsplit("-", 1)[0]]))
+    envs = {kind: tmp_path / kind for kind in (*bench.BUILDS, bench.BEFORE)}
+    args = argparse.Namespace(rounds=1, processes=1, values=1)
+    kinds = [*bench.builds_of("generate", "torch"), bench.SWITCHED_OFF, bench.BEFORE]
+    result = bench.time_case(kinds, envs, "generate", "torch", args, tmp_path)
+    python = {kind: str(tmp_path / kind / "bin" / "python") for kind in envs}
+    assert commands == [(python["upstream"], None), (python["nightly"], None), (python["fork"], None),
+                        (python["fork"], "all"), (python["before"], None)]
+    assert result["switches"]["fork-off/upstream"]["ratio"] == pytest.approx(1.0)
+    assert result["switches"]["fork-off/fork"]["ratio"] == pytest.approx(1.5)
+    assert result["switches"]["fork/before"]["ratio"] == pytest.approx(2.0 / 2.1)
+    text = bench.table(results(bench, [result]))
+    assert "Run-time switches: fork-off is the fork with KERAS_FORKGEN_DISABLE=all" in text
+    line = next(line for line in text.splitlines() if line.startswith("| generate | "))
+    header = text.splitlines()[text.splitlines().index(line) - 2]
+    assert line.count("|") == header.count("|") == 7, (header, line)
+    assert "1.000 ± 0.014 (within noise) | 1.500 ± 0.021 (SLOWER) | 0.952 ± 0.013 (faster)" in line, line
+    plain = bench.time_case(bench.builds_of("generate", "torch"), envs, "generate", "torch", args, tmp_path)
+    assert "switches" not in plain and "Run-time switches" not in bench.table(results(bench, [plain]))

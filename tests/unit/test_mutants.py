@@ -53,3 +53,19 @@ def test_the_script_runs_as_nox_runs_it() -> None:
     result = subprocess.run([sys.executable, "tests/mutants.py", "no such mutant"], cwd=ROOT, capture_output=True,
                             text=True, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 1 and "no mutant's name holds any of ['no such mutant']" in result.stderr, result.stderr
+
+
+def test_one_per_patch_keeps_each_patch_s_first_mutant_and_each_has_its_own_tests() -> None:
+    module = load_mutants()
+    selected = list(enumerate(MUTANTS, start=1))
+    kept = module.first_of_each_patch(selected)
+    patches = [mutant[0].partition(":")[0] for _, mutant in kept]
+    assert len(patches) == len(set(patches)) == len({m[0].partition(":")[0] for m in MUTANTS})
+    assert all(kept[i][0] < kept[i + 1][0] for i in range(len(kept) - 1))  # in series order
+    for index, mutant in kept:  # each is the first of its patch
+        assert not any(m[0].partition(":")[0] == mutant[0].partition(":")[0] for _, m in selected[: index - 1])
+    # every patch but the CallSpec ones (proven by the field matrix) has an equivalence file of its own
+    without = {mutant[0].partition(":")[0] for _, mutant in kept if not module.own_tests(mutant[1])}
+    assert without <= {"callspec-fast-path", "callspec-training-fast-path"}, without
+    for _, mutant in kept:
+        assert all((ROOT / path).is_file() for path in module.own_tests(mutant[1]))

@@ -4,8 +4,10 @@ mutants`), and the synthetic layer.py of each CallSpec variant (`LAYERS`), which
 use too (tests/support/synthetic.py re-exports them).
 
 `LAYER_V4` has the shape of `keras/src/layers/layer.py` in Keras 3.10-3.15.1
-(CallSpec variant V4) reduced to what the codemods anchor on, and it runs
-against `tests.support.fake_backend`, so the patched result can be executed.
+(CallSpec variant V4) reduced to what the codemods anchor on. It imports Keras's
+backend and tree as layer.py does; whoever executes it (patched or not) hands in
+the `fake_backend` stand-in for them (`keras_stand_ins`), so the patched result
+runs without Keras.
 No Keras code is copied here: the statements are those the CallSpec contract
 in docs/keras-releases.md describes. The older variants are made from it (`_older`).
 """
@@ -23,9 +25,9 @@ LAYER_V4 = textwrap.dedent(
 
     import inspect
 
-    from tests.support.fake_backend import KerasTensor
-    from tests.support.fake_backend import backend
-    from tests.support.fake_backend import tree
+    from keras.src.backend import KerasTensor
+    from keras.src import backend
+    from keras.src import tree
 
 
     class Layer:
@@ -259,6 +261,14 @@ def _older(variant: str) -> str:
 
 #: A synthetic layer.py of each CallSpec variant.
 LAYERS = {"V1": _older("V1"), "V2": _older("V2"), "V3": _older("V3"), "V4": LAYER_V4}
+
+
+def keras_stand_ins(fake_backend: object) -> dict[str, object]:
+    """What `run_module(text, name, stand_ins)` is handed to execute a text of `LAYERS` (patched
+    or not): the stand-in `fake_backend` (its `backend`, `tree`, `KerasTensor`) for the Keras
+    imports the texts have (`from keras.src import backend, tree`, `from keras.src.backend import
+    KerasTensor`)."""
+    return {"keras.src": fake_backend, "keras.src.backend": fake_backend}
 
 
 

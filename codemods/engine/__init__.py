@@ -160,7 +160,8 @@ the only import a patch makes besides the patches it `requires`. Its modules, on
     splicing    an edit compiled and spliced into upstream's statements
     declared    `DeclaredPatch`
     command     `DeclaredCommand`, the libcst command of a declared patch
-    cases       a patch's examples (`Case`) and mutants (`Mutant`), `piece_text`
+    cases       a patch's examples (`Case`), behaviours (`behaviours`, `run_module`) and
+                mutants (`Mutant`), `piece_text`
     switching   the run-time switches the engine makes for every patch once the series has run
                 (`KERAS_FORKGEN_DISABLE`; `from codemods.engine import switching`)
     report      what a patch may offer `forkgen report`: its call rules (`CallRules`)
@@ -169,7 +170,17 @@ the only import a patch makes besides the patches it `requires`. Its modules, on
 
 from __future__ import annotations
 
-from codemods.engine.cases import Case, Mutant, applied_piece, examples, piece_text, replace_once
+from codemods.engine.cases import (
+    Behaviour,
+    Case,
+    Mutant,
+    applied_piece,
+    behaviours,
+    examples,
+    piece_text,
+    replace_once,
+    run_module,
+)
 from codemods.engine.command import DeclaredCommand
 from codemods.engine.declared import DeclaredPatch
 from codemods.engine.edits import (
@@ -238,7 +249,7 @@ __all__ = [
     "DeclaredPatch", "Details", "Edit", "FileAnalysis", "Headers", "Helper", "InsertAfter", "InsertBefore", "Mutant",
     "Occurrence", "Outcome", "Patch", "Pattern", "Prepend", "Replace", "ReplaceExpression", "Sources", "State", "Unwrap",
     "Wrap", "WrapBody", "compile_either", "compile_pattern", "examples", "forget_trees", "imports_of", "lines", "marker",
-    "names_of", "piece_text", "replace_once", "statements", "template_pieces", "walk",
+    "names_of", "piece_text", "replace_once", "statements", "Behaviour", "behaviours", "run_module", "template_pieces", "walk",
     "KEYWORD_ONLY", "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_KEYWORD", "VAR_POSITIONAL", "CallRules",
     "LayerAnalysis", "Parameter",
 ]

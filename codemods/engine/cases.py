@@ -1,13 +1,16 @@
-"""A patch's examples (`Case`) and mutants (`Mutant`), and the inserted code they expect (`piece_text`)."""
+"""A patch's examples (`Case`), behaviours (`behaviours`, run on its synthetic modules with
+`run_module`) and mutants (`Mutant`), and the inserted code they expect (`piece_text`)."""
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import io
 import re
 import textwrap
 import tokenize
-from collections.abc import Mapping
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,17 +63,63 @@ class Mutant:
     file: str = "inserted.py"
 
 
-def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
-    """The `CASES` and `MUTANTS` of `package`'s `cases` module (none without one)."""
-    import importlib
-
+def _cases_module(package: str) -> types.ModuleType | None:
     try:
-        module = importlib.import_module(f"{package}.cases")
+        return importlib.import_module(f"{package}.cases")
     except ModuleNotFoundError as missing:
         if missing.name != f"{package}.cases":
             raise
+        return None
+
+
+def examples(package: str) -> tuple[tuple[Case, ...], tuple[Mutant, ...]]:
+    """The `CASES` and `MUTANTS` of `package`'s `cases` module (none without one)."""
+    module = _cases_module(package)
+    if module is None:
         return (), ()
     return tuple(getattr(module, "CASES", ())), tuple(getattr(module, "MUTANTS", ()))
+
+
+#: What a behaviour is: a function that asserts (it returns nothing).
+Behaviour = Callable[..., None]
+
+
+def behaviours(package: str) -> tuple[Behaviour, ...]:
+    """The `BEHAVIOURS` of `package`'s `cases` module (none without one).
+
+    A behaviour is an executable example of what the patched code does: a function that runs the
+    package's synthetic modules, upstream's and patched (`run_module`), and asserts that the
+    patched one behaves as upstream's and does what the patch is for (fewer writes, fewer copies,
+    the fast path taken). `tests/unit/test_patch_cases.py` calls each. Its parameters are filled
+    by the pytest fixtures of their names: `monkeypatch`, `tmp_path`, or a stand-in of a framework
+    the synthetic modules import (`tests/unit/conftest.py`), so a cases module imports nothing
+    from tests/ and names no stand-in in its texts. Behaviours on real Keras are the equivalence
+    tests' (tests/equivalence), not these.
+    """
+    module = _cases_module(package)
+    return tuple(getattr(module, "BEHAVIOURS", ())) if module is not None else ()
+
+
+def run_module(text: str, name: str = "synthetic", stand_ins: Mapping[str, object] | None = None) -> types.ModuleType:
+    """Execute `text`, a synthetic module of a case, as a fresh module `name`.
+
+    An import of a module `stand_ins` names (`import torch`, `from torch.utils import _pytree`)
+    gets the object given for it (a stand-in a behaviour was handed; for `import a.b`, the one
+    given for `a`), in the module and in every function it defines; every other import is the
+    real one. Nothing outside the module changes (`sys.modules` included).
+    """
+    given = dict(stand_ins or {})
+
+    def importer(module: str, globals: object = None, locals: object = None, fromlist: object = (), level: int = 0) -> object:
+        wanted = module if fromlist else module.partition(".")[0]
+        if level == 0 and wanted in given:
+            return given[wanted]
+        return builtins.__import__(module, globals, locals, fromlist, level)  # type: ignore[arg-type]
+
+    loaded = types.ModuleType(name)
+    loaded.__dict__["__builtins__"] = {**vars(builtins), "__import__": importer}
+    exec(compile(text, f"<{name}>", "exec"), loaded.__dict__)
+    return loaded
 
 
 def replace_once(text: str, old: str, new: str) -> str:

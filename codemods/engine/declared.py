@@ -136,7 +136,8 @@ class DeclaredPatch(Patch):
 
     def explain(self, sources: Sources, drift: AnchorDrift) -> None:
         """The escape hatch for drift: an anchor drifted (or a name check failed) and the tree is
-        not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised)."""
+        not upstream's either; may raise a more telling `AnchorDrift` (default: `drift` is raised).
+        Not asked when the tree lacks the file: "no such file" is said as it is."""
 
     def fill(self, edit: Edit, captures: Mapping[str, cst.CSTNode]) -> Mapping[str, cst.CSTNode]:
         """What takes the place of each metavariable `__name` of `edit`'s piece at one anchor, by
@@ -321,7 +322,8 @@ class DeclaredPatch(Patch):
             # The anchors may be gone because upstream made the change.
             upstream = self._upstream(sources)
             if upstream is None:
-                self.explain(sources, drift)
+                if not drift.missing_file:
+                    self.explain(sources, drift)
                 raise
             return Analysis((), Check(Outcome.UPSTREAM, *upstream))
         reports = tuple(self.report(f, o) for f in files for o in f.occurrences if o.edit.anchor.reported)

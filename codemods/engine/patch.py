@@ -29,6 +29,10 @@ from codemods.engine.report import CallRules
 T = TypeVar("T")
 
 
+#: What a drift found when the tree lacks the file (`Sources.require`).
+NO_SUCH_FILE = "no such file"
+
+
 class AnchorDrift(Exception):
     """Upstream code a patch depends on is missing, duplicated or reshaped."""
 
@@ -39,6 +43,11 @@ class AnchorDrift(Exception):
         self.expected = expected
         self.found = found
         super().__init__(f"{path}:{line}: anchor '{anchor}': expected {expected}; found {found}")
+
+    @property
+    def missing_file(self) -> bool:
+        """The tree has no such file: nothing a patch's `explain` can tell more about."""
+        return self.found == NO_SUCH_FILE
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,7 @@ class Sources:
     def require(self, path: str, anchor: str) -> str:
         text = self.text(path)
         if text is None:
-            raise AnchorDrift(path, 1, anchor, f"the file {path}", "no such file")
+            raise AnchorDrift(path, 1, anchor, f"the file {path}", NO_SUCH_FILE)
         return text
 
     def module(self, path: str) -> cst.Module:

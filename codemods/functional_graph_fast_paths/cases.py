@@ -1,6 +1,7 @@
-"""What `functional-graph-fast-paths` makes of the synthetic symbolic_arguments.py / functional.py
-(run by tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
-catch, and the synthetic files it anchors on (shared with the series' synthetic tree).
+"""What `functional-graph-fast-paths` makes of the synthetic symbolic_arguments.py / functional.py,
+how the patched `fill_in` behaves beside upstream's (both run by tests/unit/test_patch_cases.py),
+the breaks of its inserted code the equivalence suite must catch, and the synthetic files it
+anchors on (shared with the series' synthetic tree).
 
 `FILES` holds a small `keras/src/ops/symbolic_arguments.py` and `keras/src/models/functional.py`
 shaped like Keras's (written for these tests; only the anchored statements follow Keras):
@@ -10,8 +11,10 @@ and `_standardize_inputs` ending with the flatten / convert / adjust-rank tail.
 """
 
 import textwrap
+import types
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, piece_text, run_module
 
 SYMBOLIC_ARGUMENTS = "keras/src/ops/symbolic_arguments.py"
 FUNCTIONAL = "keras/src/models/functional.py"
@@ -154,3 +157,44 @@ MUTANTS = (
     Mutant("_standardize_inputs' fast path takes a list subclass the tree calls a leaf",
            "        and not isinstance(inputs, (list, dict))\n", "        and not isinstance(inputs, dict)\n"),
 )
+
+
+# -- behaviours: the patched fill_in answers as upstream's -----------------------------------------
+
+
+def patched_fill_in_matches_upstream_on_a_stand_in() -> None:
+    """Execute both versions of the synthetic class with a tiny tree and KerasTensor."""
+
+    class KerasTensor:
+        pass
+
+    class Sub(KerasTensor):
+        pass
+
+    def map_structure(fn: Any, s: Any) -> Any:
+        if isinstance(s, tuple):
+            return tuple(map_structure(fn, x) for x in s)
+        if isinstance(s, list):
+            return [map_structure(fn, x) for x in s]
+        if isinstance(s, dict):
+            return {k: map_structure(fn, v) for k, v in s.items()}
+        return fn(s)
+
+    def load(text: str) -> Any:
+        stand_ins = {"keras.src": types.SimpleNamespace(tree=types.SimpleNamespace(map_structure=map_structure)),
+                     "keras.src.backend": types.SimpleNamespace(KerasTensor=KerasTensor)}
+        return run_module(text, "symbolic_arguments", stand_ins).SymbolicArguments
+
+    before, after = load(SA_PY), load(SA_AFTER)
+    a, b, c, s = KerasTensor(), KerasTensor(), KerasTensor(), Sub()
+    values = {id(a): "A", id(b): "B", id(s): "S"}
+    cases = [((a, b), {}), ((a, b, c), {}), ((), {}), ((a, s), {}), ((a, [b]), {}), ((a, b), {"k": c}), ((a, 1), {})]
+    fast_hits = 0
+    for args, kwargs in cases:
+        old, new = before(*args, **kwargs).fill_in(values), after(*args, **kwargs).fill_in(values)
+        assert old == new and type(new[0]) is type(old[0]) and type(new[1]) is type(old[1])
+        fast_hits += all(type(x) is KerasTensor for x in args) and not kwargs
+    assert fast_hits == 3
+
+
+BEHAVIOURS = (patched_fill_in_matches_upstream_on_a_stand_in,)

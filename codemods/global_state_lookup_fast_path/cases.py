@@ -1,17 +1,25 @@
-"""What `global-state-lookup-fast-path` makes of global_state.py modules shaped like Keras's (run
-by tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
+"""What `global-state-lookup-fast-path` makes of global_state.py modules shaped like Keras's, how
+the patched `get_global_attribute` answers beside upstream's (both run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
 
 `FILES` holds a small `keras/src/backend/common/global_state.py` shaped like Keras's (written
 for these tests; only the anchored statements follow Keras): `import threading` among the
 leading imports, the tracker as a `threading.local()`, `set_global_attribute`,
 `get_global_attribute` starting with `attr = getattr(GLOBAL_STATE_TRACKER, name, None)`, and a
 `clear_session` that puts a new local in the tracker's place. It imports nothing from Keras, so
-tests/unit/test_global_state_lookup_fast_path.py can execute it, patched or not, with `load_module`.
+the behaviours at the end execute it, patched or not, with `run_module`.
 """
 
 import textwrap
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+import pytest
+
+from codemods.engine import AnchorDrift, Case, Mutant, Outcome, Sources, piece_text, run_module
+from codemods.global_state_lookup_fast_path import PATCH
 
 PATH = "keras/src/backend/common/global_state.py"
 
@@ -132,3 +140,159 @@ MUTANTS = (
     Mutant("a missing name answers the default (set_to_default then stores nothing)",
            "        attr = tracker.__dict__.get(name)\n", "        attr = tracker.__dict__.get(name, default)\n"),
 )
+
+
+# -- behaviours: a missing file, the synthetic tree's file, the patched look-up executed -----------
+
+
+def a_missing_file_is_drift() -> None:
+    with pytest.raises(AnchorDrift, match=f"{PATH}:1: .*no such file"):
+        PATCH.check(Sources({}.get))
+
+
+def the_synthetic_file_takes_the_patch() -> None:
+    assert FILES[PATH] == BEFORE
+    assert PATCH.check(Sources(FILES.get)).outcome is Outcome.APPLIED
+
+
+class Name(str):
+    """A str subclass: keeps upstream's getattr."""
+
+
+class EqualsAll(str):
+    """A str subclass equal to every string: `getattr` on a local takes it for `__dict__`."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+class Other:
+    """Something put in the tracker's place, with names of its own."""
+
+    unset = "from the class"
+
+    @property
+    def stateless_scope(self) -> str:
+        return "from a property"
+
+
+class Slotted:
+    """A tracker without a `__dict__`."""
+
+    __slots__ = ("x",)
+
+
+class LocalSubclass(threading.local):
+    """A local subclass: the generic look-up, class attributes and descriptors first."""
+
+    unset = "from the class"
+
+    @property
+    def stateless_scope(self) -> str:
+        return "from a property"
+
+
+NAMES: list[Any] = [
+    "x", "unset", "stateless_scope", "", "__dict__", "__weakref__", "__slots__", "__name__",
+    *dir(threading.local), Name("x"), Name("__class__"), EqualsAll("x"), EqualsAll("y"), 1, None, b"x", ("x",), ["x"],
+]
+VALUES: list[Any] = [None, 0, "", False, [], 5, "v", object()]
+
+
+def _outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    try:
+        value = call(*args)
+    except Exception as error:  # noqa: BLE001 - the error is part of the behaviour
+        return "error", type(error)
+    # Compare what is comparable without identity: the per-thread dict itself, type objects etc.
+    return "value", repr(value) if isinstance(value, (str, int, type(None), bool, list)) else type(value)
+
+
+def _scenario(module: types.ModuleType, tracker: Callable[[], Any] | None) -> list[Any]:
+    """Every name read with every default combination, on a tracker holding a few values; the
+    tracker state after each read (set_to_default writes)."""
+    module.clear_session(free_memory=False)
+    if tracker is not None:
+        module.GLOBAL_STATE_TRACKER = tracker()
+    results: list[Any] = []
+    for index, value in enumerate(VALUES):
+        results.append(_outcome(module.set_global_attribute, f"v{index}", value))
+    results.append(_outcome(module.set_global_attribute, "x", 1))
+    results.append(_outcome(module.set_global_attribute, "__doc__", "shadowed"))
+    for name in [*NAMES, *(f"v{i}" for i in range(len(VALUES)))]:
+        for set_to_default in (False, True):
+            for default in (None, 0, 7):
+                results.append(
+                    (repr(name), default, set_to_default,
+                     _outcome(module.get_global_attribute, name, default, set_to_default))
+                )
+        state = getattr(module.GLOBAL_STATE_TRACKER, "__dict__", {})
+        results.append(sorted((k, repr(v)) for k, v in state.items()))
+    return results
+
+
+def _in_thread(function: Callable[[], Any]) -> Any:
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(function()))
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+def _answers_like_upstream(tracker: Any) -> None:
+    upstream = run_module(BEFORE, "upstream_global_state")
+    patched = run_module(AFTER, "patched_global_state")
+    expected = _scenario(upstream, tracker)
+    assert _scenario(patched, tracker) == expected
+    # The scenario covers hits, misses, falsy values, set_to_default writes and errors.
+    outcomes = {r[3] for r in expected if isinstance(r, tuple) and len(r) == 4}
+    assert {("value", "None"), ("value", "7"), ("value", "0")} <= outcomes
+    assert ("error", TypeError) in outcomes
+    # From a thread that never touched the tracker: a fresh per-thread dict on both sides.
+    assert _outcome(upstream.set_global_attribute, "main_only", 1) == _outcome(patched.set_global_attribute, "main_only", 1)
+    for name in ("main_only", "x", "__dict__", "__class__"):
+        assert _outcome(lambda n=name: _in_thread(lambda: patched.get_global_attribute(n))) == _outcome(
+            lambda n=name: _in_thread(lambda: upstream.get_global_attribute(n))
+        ), name
+    # A thread-local tracker shows another thread none of the main thread's state.
+    shared = tracker in (Other, types.SimpleNamespace)
+    assert _in_thread(lambda: patched.get_global_attribute("main_only")) == (1 if shared else None)
+
+
+def patched_lookup_answers_like_upstream() -> None:
+    # Each tracker on fresh modules (was @pytest.mark.parametrize over the trackers).
+    for tracker in (None, LocalSubclass, Other, Slotted, types.SimpleNamespace):
+        try:
+            _answers_like_upstream(tracker)
+        except AssertionError as failed:
+            raise AssertionError(f"tracker {tracker!r}: {failed}") from failed
+
+
+def the_fast_branch_runs_for_plain_names_only() -> None:
+    patched = run_module(AFTER, "patched_global_state_probe")
+
+    class Probe(threading.local):
+        """A local subclass standing for the local type: counts generic look-ups."""
+
+        reads: list[str] = []  # noqa: RUF012 - shared on purpose
+
+        def __getattribute__(self, name: str) -> Any:
+            Probe.reads.append(name)
+            return super().__getattribute__(name)
+
+    patched._forkgen_local_type = Probe
+    patched.GLOBAL_STATE_TRACKER = Probe()
+    patched.set_global_attribute("a", 1)
+    Probe.reads.clear()
+    assert patched.get_global_attribute("a") == 1 and patched.get_global_attribute("b") is None
+    assert Probe.reads == ["__dict__", "__dict__"]
+    Probe.reads.clear()
+    patched.get_global_attribute("__class__")
+    patched.get_global_attribute(Name("a"))
+    assert Probe.reads == ["__class__", "a"]
+
+
+BEHAVIOURS = (a_missing_file_is_drift, the_synthetic_file_takes_the_patch, patched_lookup_answers_like_upstream,
+              the_fast_branch_runs_for_plain_names_only)

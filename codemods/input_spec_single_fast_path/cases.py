@@ -1,9 +1,19 @@
 """What `input-spec-single-fast-path` makes of input_spec.py modules shaped like Keras
-3.4.0-3.15.1's (run by tests/unit/test_patch_cases.py), and the breaks of its inserted code the
-equivalence suite must catch. BEFORE and AFTER, made runnable (`runnable`), also run side by side in
-tests/unit/test_input_spec_single_fast_path.py; `FILES` is the runnable BEFORE, for the synthetic trees."""
+3.4.0-3.15.1's, how the patched `assert_input_compatibility` behaves beside upstream's (both run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
+catch. BEFORE and AFTER run side by side in the behaviours at the end, on a `backend` and `tree` of
+their own (`run_module`); `FILES` is BEFORE, for the synthetic trees."""
 
-from codemods.engine import Case, Mutant, piece_text
+import functools
+import types
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import Case, Mutant, Outcome, Sources, piece_text, run_module
+from codemods.input_spec_single_fast_path import PATCH
 
 #: The same statements and checks as Keras 3.4.0-3.15.1's `assert_input_compatibility` (the
 #: patch pins their normalised shape), with messages of our own, which the patch ignores.
@@ -168,13 +178,143 @@ MUTANTS = (
 )
 
 
-def runnable(text: str) -> str:
-    """An input_spec.py of this module (BEFORE, AFTER) importing `backend` and `tree` from
-    `tests.support.fake_backend` (which the unit test of the patch injects) instead of Keras."""
-    return text.replace("from keras.src import ", "from tests.support.fake_backend import ")
-
-
-INPUT_SPEC_PY = runnable(BEFORE)
-
 #: Relative path -> text, merged into the synthetic source trees (tests/support/synthetic.py).
-FILES: dict[str, str] = {"keras/src/layers/input_spec.py": INPUT_SPEC_PY}
+FILES: dict[str, str] = {"keras/src/layers/input_spec.py": BEFORE}
+
+
+# -- behaviours: upstream's and the patched assert_input_compatibility side by side -----------------
+
+
+def the_synthetic_tree_file_gets_the_patch() -> None:
+    sources = Sources(lambda path: FILES.get(path))
+    assert PATCH.check(sources).outcome is Outcome.APPLIED
+    PATCH.apply(sources)
+    assert sources.rendered() == {"keras/src/layers/input_spec.py": AFTER}
+
+
+class Tensor:
+    def __init__(self, shape: Any, dtype: str) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.shape}, {self.dtype})"
+
+
+def standardize_shape(shape: Any) -> tuple[Any, ...]:
+    if not isinstance(shape, (tuple, list)):
+        raise ValueError(f"Cannot convert '{shape}' to a shape.")
+    for dim in shape:
+        if dim is not None and (not isinstance(dim, int) or dim < 0):
+            raise ValueError(f"Negative dimensions are not allowed: {shape}")
+    return tuple(shape)
+
+
+def standardize_dtype(dtype: Any) -> str:
+    if dtype not in ("float32", "int32", "bool"):
+        raise ValueError(f"Invalid dtype: {dtype}")
+    return str(dtype)
+
+
+def is_nested(x: Any) -> bool:
+    return isinstance(x, (list, tuple, dict))
+
+
+def flatten(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [leaf for k in sorted(x) for leaf in flatten(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [leaf for item in x for leaf in flatten(item)]
+    return [x]
+
+
+#: `keras.src` for the synthetic modules: its `backend` and `tree`, as input_spec.py imports them.
+FAKES = types.SimpleNamespace(
+    backend=types.SimpleNamespace(standardize_shape=standardize_shape, standardize_dtype=standardize_dtype),
+    tree=types.SimpleNamespace(is_nested=is_nested, flatten=flatten),
+)
+
+
+@functools.cache
+def loaded() -> tuple[types.ModuleType, types.ModuleType]:
+    """Upstream's and the patched input_spec.py, run on `FAKES` (once)."""
+    return (run_module(BEFORE, "input_spec_before", {"keras.src": FAKES}),
+            run_module(AFTER, "input_spec_after", {"keras.src": FAKES}))
+
+
+DIMS = st.sampled_from([None, 0, 1, 2, 3])
+SHAPES = st.lists(DIMS, max_size=4).map(tuple)
+SPEC_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "dtype": st.sampled_from([None, "float32", "int32"]),
+        "shape": st.none() | SHAPES,
+        "ndim": st.none() | st.integers(0, 4),
+        "max_ndim": st.none() | st.integers(0, 4),
+        "min_ndim": st.none() | st.integers(0, 4),
+        "axes": st.none() | st.dictionaries(st.integers(-5, 4), st.none() | st.integers(0, 3), max_size=2),
+        "allow_last_axis_squeeze": st.booleans(),
+        "name": st.sampled_from([None, "a", "b"]),
+        "optional": st.booleans(),
+    },
+)
+LEAVES = (
+    st.builds(Tensor, SHAPES, st.sampled_from(["float32", "int32", "bool"]))
+    | st.builds(Tensor, st.sampled_from([(-1, 2), "bad", (2, "x")]), st.just("float32"))
+    | st.builds(Tensor, SHAPES, st.just("complex7"))
+    | st.sampled_from([None, "text", 3])
+)
+INPUTS = LEAVES | st.lists(LEAVES, max_size=2) | st.dictionaries(st.sampled_from(["a", "b"]), LEAVES, max_size=2)
+
+
+def outcome(module: Any, spec_form: str, fields: dict[str, Any], inputs: Any) -> tuple[Any, ...]:
+    spec = module.InputSpec(**fields)
+    if spec_form == "subclass":
+        spec = type("Sub", (module.InputSpec,), {})(**fields)
+    input_spec = {"single": spec, "subclass": spec, "list": [spec], "tuple": (spec,), "none": None}[spec_form]
+    try:
+        module.assert_input_compatibility(input_spec, inputs, "layer")
+    except Exception as error:  # noqa: BLE001 - the comparison is of any error
+        return (type(error).__name__, str(error))
+    return ("passed",)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    spec_form=st.sampled_from(["single", "single", "single", "subclass", "list", "tuple", "none"]),
+    fields=SPEC_FIELDS,
+    inputs=INPUTS,
+)
+def patched_function_behaves_as_upstream(spec_form: str, fields: dict[str, Any], inputs: Any) -> None:
+    upstream, patched = loaded()
+    assert outcome(patched, spec_form, fields, inputs) == outcome(upstream, spec_form, fields, inputs)
+
+
+def the_fast_path_returns_without_flattening() -> None:
+    _, patched = loaded()
+    calls: list[Any] = []
+    real = FAKES.tree.flatten
+    FAKES.tree.flatten = lambda x: calls.append(x) or real(x)
+    try:
+        spec = patched.InputSpec(min_ndim=2, axes={-1: 3})
+        patched.assert_input_compatibility(spec, Tensor((4, 3), "float32"), "layer")
+        assert calls == []
+        with pytest.raises(ValueError, match="axis -1"):
+            patched.assert_input_compatibility(spec, Tensor((4, 2), "float32"), "layer")
+        assert len(calls) == 2  # the failing case ran upstream's checks
+    finally:
+        FAKES.tree.flatten = real
+
+
+def squeeze_semantics_stay_3_15_1s() -> None:
+    _, patched = loaded()
+    # Spec section 10: (None, 1) against (None, 5) with the squeeze flag passes in 3.15.1.
+    spec = patched.InputSpec(shape=(None, 5), allow_last_axis_squeeze=True)
+    patched.assert_input_compatibility(spec, Tensor((None, 1), "float32"), "layer")
+    # An out-of-range axis is still an IndexError.
+    with pytest.raises(IndexError):
+        patched.assert_input_compatibility(patched.InputSpec(axes={5: 2}), Tensor((2,), "float32"), "layer")
+
+
+BEHAVIOURS = (the_synthetic_tree_file_gets_the_patch, patched_function_behaves_as_upstream,
+              the_fast_path_returns_without_flattening, squeeze_semantics_stay_3_15_1s)

@@ -1,10 +1,22 @@
-"""What `layer-call-training-only-conversion` makes of Layer modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py; tests/unit/test_layer_call_training_only_conversion.py executes
-BEFORE and AFTER side by side), and the breaks of its inserted code the equivalence suite must catch."""
+"""What `layer-call-training-only-conversion` (nightly's training-only gate, without
+keras-team/keras#23296's copy) makes of Layer modules shaped like Keras's, the synthetic upstream
+and patched `__call__` (BEFORE and AFTER, run by `run_module` on fakes of Keras's backend, tree and
+dtype policies) executed side by side (both run by tests/unit/test_patch_cases.py), and the breaks
+of its inserted code the equivalence suite must catch. The patch on the synthetic tree's layer.py,
+with the CallSpec patches: tests/unit/test_patches_together.py."""
+
+from __future__ import annotations
 
 import textwrap
+import types
+from functools import cache
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import Case, Mutant, piece_text, run_module
 
 
 def _once(text: str, old: str, new: str) -> str:
@@ -16,9 +28,9 @@ BEFORE = textwrap.dedent(
     '''\
     """A Keras-shaped layer module for the unit tests of layer-call-training-only-conversion."""
 
-    from _tl_fakes import backend
-    from _tl_fakes import dtype_policies
-    from _tl_fakes import tree
+    from keras.src import backend
+    from keras.src import dtype_policies
+    from keras.src import tree
 
 
     class Layer:
@@ -147,7 +159,7 @@ CASES = (
          BEFORE.replace("self.dtype_policy.convert_input(", "self.dtype_policy.cast_input("),
          drift="layer.py:24: anchor 'self.dtype_policy.convert_input(___)': expected exactly one "
          "`self.dtype_policy.convert_input(___)` in Layer.__call__.maybe_convert; found 0"),
-    Case("no dtype_policies import", _once(BEFORE, "from _tl_fakes import dtype_policies\n", ""),
+    Case("no dtype_policies import", _once(BEFORE, "from keras.src import dtype_policies\n", ""),
          drift="layer.py:1: anchor 'dtype_policies': expected bound where helper goes"),
     Case("half a patch: the flag and the gate, without the copy and the helper",
          AFTER.split(COPY)[0] + "\n        return args\n",
@@ -163,4 +175,141 @@ MUTANTS = (
     Mutant("copy the kwargs of every unconverted call (#23296's `elif kwargs:`)",
            "    elif kwargs and self._convert_input_args:  # forkgen: layer-call-training-only-conversion\n",
            "    elif kwargs:  # forkgen: layer-call-training-only-conversion\n"),
+)
+
+
+# -- behaviours: the synthetic upstream and patched modules side by side ---------------------------
+
+
+def the_patched_module_has_three_marked_pieces() -> None:
+    # Its codemod cases (the change, the upstream shapes, drift) are CASES above.
+    assert AFTER.count(MARK) == 3
+
+
+class Tensor:
+    def __init__(self, value: float, dtype: str) -> None:
+        self.value = value
+        self.dtype = dtype
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Tensor and (self.value, self.dtype) == (other.value, other.dtype)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.value}, {self.dtype})"
+
+
+class DTypePolicy:
+    conversions: list[str] = []
+
+    def convert_input(self, x: Any, autocast: bool, dtype: str) -> Any:
+        DTypePolicy.conversions.append(type(x).__name__)
+        if isinstance(x, Tensor):
+            return Tensor(x.value, dtype) if autocast and x.dtype.startswith("float") and x.dtype != dtype else x
+        if hasattr(x, "__array__"):
+            return Tensor(float(np.asarray(x)), dtype)
+        return x
+
+
+class LoudPolicy(DTypePolicy):
+    def convert_input(self, x: Any, autocast: bool, dtype: str) -> Any:
+        return ("loud", super().convert_input(x, autocast, dtype))
+
+
+def map_structure(func: Any, structure: Any) -> Any:
+    if isinstance(structure, dict):
+        return {k: map_structure(func, v) for k, v in structure.items()}
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(map_structure(func, v) for v in structure)
+    return func(structure)
+
+
+#: What BEFORE and AFTER import from `keras.src`: a backend, a tree, dtype policies.
+FAKES = types.SimpleNamespace(
+    backend=types.SimpleNamespace(is_tensor=lambda x: isinstance(x, Tensor), standardize_dtype=lambda d: d),
+    tree=types.SimpleNamespace(map_structure=map_structure),
+    dtype_policies=types.SimpleNamespace(DTypePolicy=DTypePolicy),
+)
+
+
+@cache
+def modules() -> tuple[Any, Any]:
+    """Upstream's and the patched module, on the fakes (built once)."""
+    return (run_module(BEFORE, "training_only_before", {"keras.src": FAKES}),
+            run_module(AFTER, "training_only_after", {"keras.src": FAKES}))
+
+
+VALUES = st.sampled_from(
+    [None, True, False, 0, 1, np.bool_(True), np.float32(2.0), "x", Tensor(3.0, "float32"), Tensor(3.0, "float16")]
+)
+ARGS = st.sampled_from(
+    [(Tensor(1.0, "float32"),), (Tensor(1.0, "float16"),), (Tensor(1.0, "int32"),), (np.float32(1.0),),
+     (Tensor(1.0, "float32"), Tensor(2.0, "float32")), ([Tensor(1.0, "float32")],), (None,), ()]
+)
+
+
+def run(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], accepts: bool, converts: bool,
+        policy: type[DTypePolicy], override: bool) -> tuple[Any, ...]:
+    layer = module.Layer(accepts_training=accepts, convert_input_args=converts)
+    layer.dtype_policy = policy()
+    if override:
+        layer.dtype_policy.convert_input = lambda x, autocast, dtype: ("instance", x)
+    DTypePolicy.conversions = []
+    passed = dict(kwargs)
+    try:
+        outputs = layer(*args, **passed)
+    except Exception as error:
+        return ("raised", type(error).__name__, str(error))
+    recorded_args, recorded_kwargs = layer.recorded
+    return outputs, recorded_args, dict(recorded_kwargs), passed, list(DTypePolicy.conversions)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    args=ARGS,
+    kwargs=st.dictionaries(st.sampled_from(["training", "mask", "other"]), VALUES, max_size=2),
+    accepts=st.booleans(),
+    converts=st.booleans(),
+    policy=st.sampled_from([DTypePolicy, LoudPolicy]),
+    override=st.booleans(),
+)
+def patched_call_behaves_as_upstream(args: tuple[Any, ...], kwargs: dict[str, Any], accepts: bool,
+                                     converts: bool, policy: type[DTypePolicy], override: bool) -> None:
+    upstream_module, patched_module = modules()
+    upstream = run(upstream_module, args, kwargs, accepts, converts, policy, override)
+    patched = run(patched_module, args, kwargs, accepts, converts, policy, override)
+    if upstream[0] == "raised":
+        assert patched == upstream
+        return
+    # What call() receives: the same.
+    assert patched[0] == upstream[0] and patched[1] == upstream[1]
+    skipped = (
+        converts and set(kwargs) == {"training"} and any(kwargs["training"] is v for v in (None, True, False))
+        and policy is DTypePolicy and not override
+        and len(args) == 1 and isinstance(args[0], Tensor) and args[0].dtype == "float32"
+    )
+    # Conversions: all of upstream's, except the ones of a training-only call, which change nothing.
+    assert patched[4] == ([] if skipped else upstream[4])
+    # The recorded kwargs: upstream's, including what steps 5-6 wrote into them on a layer that
+    # does not convert (not #23296's kwargs as passed).
+    assert patched[2] == upstream[2]
+    if not converts:
+        assert "mask" in patched[2] and patched[2]["mask"] is None
+    # The caller's dict is never written into (`**kwargs` is a new dict either way).
+    assert patched[3] == kwargs == upstream[3]
+
+
+def training_only_calls_skip_the_conversion() -> None:
+    upstream_module, patched_module = modules()
+    x = Tensor(1.0, "float32")
+    for training in (True, False, None):
+        assert run(patched_module, (x,), {"training": training}, True, True, DTypePolicy, False)[4] == []
+        assert run(upstream_module, (x,), {"training": training}, True, True, DTypePolicy, False)[4] == [
+            "Tensor", type(training).__name__
+        ]
+
+
+BEHAVIOURS = (
+    the_patched_module_has_three_marked_pieces,
+    patched_call_behaves_as_upstream,
+    training_only_calls_skip_the_conversion,
 )

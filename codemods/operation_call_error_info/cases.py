@@ -1,6 +1,7 @@
 """What `operation-call-error-info` makes of Keras-shaped traceback_utils, operation and core
-modules (run by tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence
-suite must catch, and those synthetic modules (keras-team/keras#23183).
+modules, how the patched call sites raise beside upstream's wrapper (both run by
+tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must
+catch, and those synthetic modules (keras-team/keras#23183).
 
 `FILES` holds the three Keras-shaped modules the patch anchors on, reduced to the anchors:
 `traceback_utils.py` with the wrapper `inject_argument_info_in_traceback` (written here from
@@ -9,18 +10,25 @@ its documented behaviour, in our words) and `format_argument_value`, `operation.
 `if traceback_utils.is_traceback_filtering_enabled():` as Keras 3.0.0-3.15.1 do.
 
 `load(files)` executes such a tree (patched or not) against the stand-ins below for the
-Keras modules it imports, so the behaviour tests (upstream's wrapper and the patched call sites
-raise the same: tests/unit/test_operation_call_error_info.py) can run upstream's and the patched
-code side by side.
+Keras modules it imports, so the behaviours at the end (upstream's wrapper and the patched call
+sites raise the same) can run upstream's and the patched code side by side.
 """
 
-import builtins
+import functools
+import re
 import textwrap
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+import libcst as cst
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from libcst.codemod import CodemodContext
+
+from codemods.engine import AnchorDrift, Case, Mutant, Outcome, Sources, piece_text, run_module
+from codemods.operation_call_error_info import PATCH
 
 TRACEBACK_UTILS = textwrap.dedent(
     '''\
@@ -232,7 +240,8 @@ def _any_symbolic_tensors(args: Any = None, kwargs: Any = None) -> bool:
 
 
 def load(files: Mapping[str, str]) -> dict[str, types.ModuleType]:
-    """Execute the synthetic traceback_utils, operation and core modules of `files`."""
+    """Execute the synthetic traceback_utils, operation and core modules of `files` (`run_module`),
+    each one's Keras imports given the stand-ins above and the modules executed before it."""
     loaded: dict[str, Any] = {
         "keras.src": types.SimpleNamespace(
             backend=types.SimpleNamespace(backend=lambda: "numpy", is_tensor=lambda x: isinstance(x, Tensor)),
@@ -241,20 +250,13 @@ def load(files: Mapping[str, str]) -> dict[str, types.ModuleType]:
         "keras.src.backend.common.keras_tensor": types.SimpleNamespace(any_symbolic_tensors=_any_symbolic_tensors),
     }
 
-    def fake_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-        if name.startswith("keras"):
-            return loaded[name]
-        return builtins.__import__(name, globals, locals, fromlist, level)
-
     modules: dict[str, types.ModuleType] = {}
     for dotted, path, attr in (
         ("keras.src.utils", TRACEBACK_UTILS_PY, "traceback_utils"),
         ("keras.src.ops.operation", OPERATION_PY, None),
         ("keras.src.ops.core", CORE_PY, None),
     ):
-        module = types.ModuleType(path)
-        module.__dict__["__builtins__"] = {**vars(builtins), "__import__": fake_import}
-        exec(compile(files[path], path, "exec"), module.__dict__)
+        module = run_module(files[path], path, loaded)
         modules[path] = module
         loaded[dotted] = types.SimpleNamespace(**{attr: module}) if attr else types.SimpleNamespace(**module.__dict__)
     return modules
@@ -346,4 +348,212 @@ MUTANTS = (
            "            e, self.call, args, kwargs, object_name=__object_name\n"),
     Mutant("a falsy flag no longer counts as described", '        if hasattr(e, "_keras_call_info_injected"):\n',
            '        if getattr(e, "_keras_call_info_injected", False):\n'),
+)
+
+
+# -- behaviours: the patched call sites apply as cased and raise what upstream's wrapper raises ----
+
+
+def the_synthetic_files_apply_and_are_then_present() -> None:
+    tree_ = Sources(FILES.get)
+    first = PATCH.check(tree_)
+    assert first.outcome is Outcome.APPLIED and not first.present
+    assert [(a.path, a.line) for a in first.anchors] == [(TRACEBACK_UTILS_PY, 21), (OPERATION_PY, 21), (CORE_PY, 23)]
+    PATCH.apply(tree_)
+    rendered = tree_.rendered()
+    assert rendered == AFTER
+    for path, text in rendered.items():
+        compile(text, path, "exec")
+    assert TRACEBACK_UTILS_AFTER.count("def inject_argument_info_in_traceback(") == 1
+    assert TRACEBACK_UTILS_AFTER.index("def inject_argument_info_in_traceback(") < TRACEBACK_UTILS_AFTER.index(
+        "def raise_with_argument_info(") < TRACEBACK_UTILS_AFTER.index("def format_argument_value(")
+    again = PATCH.check(Sources({**FILES, **rendered}.get))
+    assert again.outcome is Outcome.APPLIED and again.present
+
+
+def the_codemod_refuses_drift_too() -> None:
+    command = PATCH.command(CodemodContext(filename=OPERATION_PY))
+    with pytest.raises(AnchorDrift):
+        command.transform_module(cst.parse_module(OPERATION.replace(WRAP_LINES, "")))
+
+
+@functools.cache
+def _sides() -> tuple[dict[str, types.ModuleType], dict[str, types.ModuleType]]:
+    """Upstream's synthetic modules and the patched ones, loaded once (by the first behaviour
+    that runs them)."""
+    return load(FILES), load({**FILES, **AFTER})
+
+
+class NeedsTwo(Exception):
+    def __init__(self, a: object, b: object) -> None:
+        super().__init__(a, b)
+
+
+class Exploding(Exception):
+    def __init__(self, *args: object) -> None:
+        if args and "Exception encountered" in str(args[0]):
+            raise KeyError("no rebuilding")
+        super().__init__(*args)
+
+
+class Locked(Exception):
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"locked {name}")
+
+
+class Flagged(Exception):
+    _keras_call_info_injected = False
+
+
+ERRORS: dict[str, Callable[[], BaseException]] = {
+    "value": lambda: ValueError("bad value"),
+    "type": lambda: TypeError("bad type"),
+    "empty": lambda: ValueError(),
+    "non-str": lambda: KeyError(3),
+    "two-args": lambda: NeedsTwo("a", 1),
+    "exploding": lambda: Exploding("boom"),
+    "locked": lambda: Locked("locked"),
+    "flagged": lambda: Flagged("already"),
+    "runtime": lambda: RuntimeError("rt"),
+}
+
+
+def _text(value: object) -> str:
+    """`str(value)` without object addresses (each run makes new functions)."""
+    return re.sub(r" at 0x[0-9a-f]+", " at 0x?", str(value))
+
+
+def outcome(run: Callable[[], Any]) -> tuple[Any, ...]:
+    """What a user observes of a call: its result, or the exception's type, text and links."""
+    try:
+        return ("returned", run())
+    except Exception as error:  # noqa: BLE001 - every exception is compared
+        context = error.__context__
+        return (
+            type(error).__name__, _text(error), _text(error.args), hasattr(error, "_keras_call_info_injected"),
+            getattr(error, "_keras_call_info_injected", None), error.__cause__, error.__suppress_context__,
+            type(context).__name__, _text(context),
+            type(context.__context__).__name__ if context is not None else None,
+        )
+
+
+def scenario(modules: dict[str, Any], kind: str, error: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+             filtering: bool) -> tuple[Any, ...]:
+    operation = modules[OPERATION_PY].Operation
+    cond = modules[CORE_PY].Cond
+    make = ERRORS[error]
+
+    class Boom(operation):  # type: ignore[misc,valid-type]
+        def call(self, x: Any, y: Any = 2, *rest: Any, scale: float = 1.0) -> Any:
+            raise make()
+
+        def compute_output_spec(self, *args: Any, **kwargs: Any) -> Any:
+            raise make()
+
+    class NoArgs(operation):  # type: ignore[misc,valid-type]
+        def call(self) -> Any:
+            raise make()
+
+    class Outer(operation):  # type: ignore[misc,valid-type]
+        def call(self, x: Any, y: Any = 2, *rest: Any, scale: float = 1.0) -> Any:
+            return Boom()(x, y, *rest, scale=scale)
+
+    class Quantized(Boom):
+        quantization_mode = "int8"
+
+    def raising() -> Any:
+        raise make()
+
+    runs: dict[str, Callable[[], Any]] = {
+        "eager": lambda: Boom()(*args, **kwargs),
+        "symbolic": lambda: Boom()(Symbolic(), *args[1:], **kwargs),
+        "quantized": lambda: Quantized()(*args, **kwargs),
+        "nested": lambda: Outer()(*args, **kwargs),
+        "no-args": lambda: NoArgs()(),
+        "unbindable": lambda: NoArgs()(*args, **kwargs),
+        "cond": lambda: cond()(True, raising, lambda: 0),
+        "cond-nested": lambda: cond()(True, lambda: Boom()(*args, **kwargs), lambda: 0),
+    }
+    state = modules[TRACEBACK_UTILS_PY].STATE
+    state["traceback_filtering"] = filtering
+    try:
+        return outcome(runs[kind])
+    finally:
+        state["traceback_filtering"] = True
+
+
+VALUES = st.one_of(
+    st.integers(), st.text(max_size=5), st.none(),
+    st.builds(Tensor, st.integers(0, 4), st.integers(0, 4)),
+    st.lists(st.builds(Tensor, st.integers(0, 3)), max_size=2),
+)
+KINDS = ["eager", "symbolic", "quantized", "nested", "no-args", "unbindable", "cond", "cond-nested"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(KINDS),
+    error=st.sampled_from(sorted(ERRORS)),
+    args=st.lists(VALUES, min_size=1, max_size=3).map(tuple),
+    kwargs=st.dictionaries(st.sampled_from(["y", "scale", "extra"]), VALUES, max_size=2),
+    filtering=st.booleans(),
+)
+def same_exception_as_the_wrapper(
+    kind: str, error: str, args: tuple[Any, ...], kwargs: dict[str, Any], filtering: bool
+) -> None:
+    upstream_modules, patched_modules = _sides()
+    upstream = scenario(upstream_modules, kind, error, args, kwargs, filtering)
+    patched = scenario(patched_modules, kind, error, args, kwargs, filtering)
+    assert patched == upstream
+
+
+def every_kind_and_error() -> None:
+    # Every kind with every error (the old test's parametrized product, as a loop).
+    upstream_modules, patched_modules = _sides()
+    args, kwargs = (Tensor(2, 3), [Tensor(1)]), {"scale": 0.5}
+    for kind in KINDS:
+        for error in sorted(ERRORS):
+            upstream = scenario(upstream_modules, kind, error, args, kwargs, True)
+            assert scenario(patched_modules, kind, error, args, kwargs, True) == upstream, (kind, error)
+            assert scenario(patched_modules, kind, error, args, kwargs, False) == scenario(
+                upstream_modules, kind, error, args, kwargs, False), (kind, error)
+
+
+def the_message_names_the_arguments_of_the_innermost_call() -> None:
+    # A hand-checked instance, so that the comparison above cannot pass on two equal wrongs.
+    for modules in _sides():
+        result = scenario(modules, "nested", "value", (Tensor(2, 3),), {"scale": 0.5}, True)
+        assert result[0] == "ValueError" and result[3] is True and result[4] is True
+        assert result[1] == (
+            "Exception encountered when calling Boom.call().\n\n\x1b[1mbad value\x1b[0m\n\n"
+            "Arguments received by Boom.call():\n  • x=Tensor(shape=(2, 3))\n  • y=2\n"
+            "  • rest=<class 'inspect._empty'>\n  • scale=0.5"
+        )
+        assert result[5] is None and result[6] is True and result[7:9] == ("ValueError", "bad value")
+        symbolic = scenario(modules, "symbolic", "type", (Tensor(1),), {}, True)
+        assert symbolic[0] == "TypeError" and (
+            "  • args=('<Symbolic>',)\n  • kwargs=<class 'inspect._empty'>"  # symbolic_call's own signature
+        ) in symbolic[1]
+        assert scenario(modules, "eager", "two-args", (1,), {}, True)[0] == "RuntimeError"
+        unbindable = scenario(modules, "unbindable", "value", (1,), {}, True)
+        assert unbindable[0] == "TypeError" and unbindable[3] is False and unbindable[7] == "TypeError"
+
+
+def a_call_that_returns_is_untouched() -> None:
+    for modules in _sides():
+        class Fine(modules[OPERATION_PY].Operation):  # type: ignore[misc,name-defined]
+            def call(self, x: Any, y: Any = 2) -> Any:
+                return (x, y)
+
+        assert Fine()(1, y=3) == (1, 3)
+        assert modules[CORE_PY].Cond()(False, lambda: 1, lambda: 2) == 2
+
+
+BEHAVIOURS = (
+    the_synthetic_files_apply_and_are_then_present,
+    the_codemod_refuses_drift_too,
+    same_exception_as_the_wrapper,
+    every_kind_and_error,
+    the_message_names_the_arguments_of_the_innermost_call,
+    a_call_that_returns_is_untouched,
 )

@@ -1,5 +1,6 @@
-"""What `torch-conv-single-copy` makes of torch nn modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
+"""What `torch-conv-single-copy` makes of torch nn modules shaped like Keras's, what the patched
+conv hands the convolution beside upstream's (both run by tests/unit/test_patch_cases.py), and the
+breaks of its inserted code the equivalence suite must catch.
 
 `NN_PY` (`FILES`: the series' synthetic tree) is a minimal `keras/src/backend/torch/nn.py` shaped
 like Keras 3.15.x's conv input path: `_transpose_spatial_inputs` (permute, then `.contiguous()`),
@@ -8,9 +9,18 @@ op and `conv_transpose` that also call `_transpose_spatial_inputs`, and `conv` w
 `if data_format == "channels_last":` blocks (written for these tests; only the anchored statements
 follow Keras). tests/support/torch_strided.py runs it on a numpy stand-in for torch."""
 
+import difflib
+import functools
 import textwrap
+import types
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text, replace_once
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import Case, Mutant, Outcome, Sources, piece_text, replace_once
+from codemods.torch_conv_single_copy import PATCH
 
 NN_PY = textwrap.dedent(
     '''\
@@ -205,4 +215,194 @@ MUTANTS = (
     Mutant("any stride of a size-1 axis counts as dense",
            "                    dense = dense and stride == expected\n",
            "                    dense = dense and (stride == expected or size == 1)\n"),
+)
+
+
+# -- behaviours: the edit and its outcomes; conv's input beside upstream's, on the numpy stand-in ---
+
+NN = "keras/src/backend/torch/nn.py"
+
+
+def check(source: str, path: str = NN) -> Any:
+    return PATCH.check(Sources(lambda p: source if p == path else None))
+
+
+def line_of(source: str, text: str) -> int:
+    return source[: source.index(text)].count("\n") + 1
+
+
+def only_conv_changes_and_only_by_one_statement() -> None:
+    removed = [line for line in difflib.ndiff(BEFORE.splitlines(True), AFTER.splitlines(True)) if line.startswith("- ")]
+    assert removed == ["-         inputs = _transpose_spatial_inputs(inputs)\n"]
+    # The pooling op and conv_transpose keep upstream's helper; conv keeps its conversion.
+    assert AFTER.count("inputs = _transpose_spatial_inputs(inputs)") == 2
+    assert AFTER.count("inputs = _maybe_convert_to_channels_last(inputs)") == 1
+    assert HELPER.startswith("# forkgen: torch-conv-single-copy (keras#23199")
+    assert "def _forkgen_transpose_conv_inputs(inputs):\n" in HELPER and "    return _transpose_spatial_inputs(inputs)\n" in HELPER
+
+
+def outcomes() -> None:
+    # Beyond the cases: the lines of the applied and upstream forms, and the file nightly names.
+    assert check(AFTER).anchors[0].line == line_of(AFTER, CALL)
+    nightly = check(NIGHTLY)
+    assert nightly.anchors[0].line == line_of(NIGHTLY, "        inputs = _transpose_spatial_inputs(\n            inputs, chan")
+    moved = check(NIGHTLY, NIGHTLY_NN)
+    assert moved.outcome is Outcome.UPSTREAM and moved.anchors[0].path == NIGHTLY_NN
+    assert PATCH.since == "3.15.0"
+
+
+
+def the_synthetic_tree_file_takes_the_patch() -> None:
+    sources = Sources(lambda p: FILES.get(p))
+    first = PATCH.check(sources)
+    assert first.outcome is Outcome.APPLIED and not first.present
+    PATCH.apply(sources)
+    patched = sources.rendered()[NN]
+    assert patched.count("# forkgen: torch-conv-single-copy") == 2
+    assert PATCH.check(Sources(lambda p: patched if p == NN else None)).present
+
+
+@functools.cache
+def loaded(standin: types.ModuleType) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """The synthetic upstream and patched nn.py, each with its `tnn`, executed on the stand-in
+    `torch_strided` (its `load_nn`: `import torch` gets the stand-in's)."""
+    return standin.load_nn(BEFORE, "torch_nn_upstream"), standin.load_nn(AFTER, "torch_nn_patched")
+
+
+LAYOUTS = ["dense", "offset", "from channels_first", "sliced channels", "stepped spatial", "expanded batch",
+           "odd size-1 strides"]
+
+
+def make(standin: types.ModuleType, shape: tuple[int, ...], layout: str) -> Any:
+    """A channels_last input of `shape` laid out as `layout` (a fresh one each call)."""
+    values = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape) - 3.5
+    if layout == "dense":
+        return standin.dense(shape)
+    if layout == "offset":
+        return standin.dense(shape, offset=3)
+    if layout == "from channels_first":
+        first = (shape[0], shape[-1], *shape[1:-1])
+        return standin.permute(standin.dense(first), (0, *range(2, len(shape)), 1))
+    if layout == "sliced channels":
+        wide = standin.dense((*shape[:-1], 2 * shape[-1]))
+        return standin.Tensor(wide.array[..., ::2])
+    if layout == "stepped spatial":
+        wide = standin.dense((shape[0], 2 * shape[1], *shape[2:]))
+        return standin.Tensor(wide.array[:, ::2])
+    if layout == "expanded batch":
+        one = standin.dense((1, *shape[1:]))
+        return standin.Tensor(np.broadcast_to(one.array, shape))
+    # A dense layout, except that every size-1 axis has stride 7.
+    strides = [7 if size == 1 else s for size, s in zip(shape, standin.canonical_strides(
+        shape, standin.contiguous_format), strict=True)]
+    return standin.strided(values, strides)
+
+
+def conv_input(standin: types.ModuleType, module: Any, functional: Any, x: Any, grad: bool) -> tuple[Any, int]:
+    """What the convolution receives from `module.conv(x)`, and how many copies of the input
+    (not of the kernel) that took."""
+    functional.received.clear()
+    standin.State.copied.clear()
+    kernel = standin.dense((*([1] * (x.ndim - 2)), x.shape[-1], 2))
+
+    def copies() -> int:
+        return sum(not t.shares_memory(kernel) for t in standin.State.copied)
+
+    with standin.grad(grad):
+        try:
+            module.conv(x, kernel, data_format="channels_last")
+        except ValueError as error:
+            return ("raised", str(error)), copies()
+    (_, received), = [r for r in functional.received if r[0] == "conv"]
+    facts = (received.shape, received.stride(), received.array.tobytes(), received.shares_memory(x))
+    return facts, copies()
+
+
+shapes = st.integers(3, 5).flatmap(
+    lambda rank: st.tuples(st.integers(0, 2), *[st.integers(1, 3)] * (rank - 2), st.integers(1, 3))
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(shape=shapes, layout=st.sampled_from(LAYOUTS), grad=st.booleans())
+def conv_receives_what_upstream_gives_it_with_fewer_copies(
+    torch_strided: types.ModuleType, shape: tuple[int, ...], layout: str, grad: bool
+) -> None:
+    standin = torch_strided
+    (upstream_nn, upstream_f), (patched_nn, patched_f) = loaded(standin)
+    x = make(standin, shape, layout)
+    upstream, upstream_copies = conv_input(standin, upstream_nn, upstream_f, x, grad)
+    patched, patched_copies = conv_input(standin, patched_nn, patched_f, make(standin, shape, layout), grad)
+    # Shape, strides and values; sharing memory with the input only where upstream does too,
+    # or, without autograd, for a densely laid out input.
+    assert patched[:3] == upstream[:3]
+    assert patched_copies <= upstream_copies and patched_copies <= 1
+    if patched[3] and not upstream[3]:
+        assert not grad and x.stride() == standin.canonical_strides(shape, standin.contiguous_format)
+
+
+def a_dense_input_is_copied_once_with_autograd_and_never_without(torch_strided: types.ModuleType) -> None:
+    standin = torch_strided
+    (upstream_nn, upstream_f), (patched_nn, patched_f) = loaded(standin)
+    for shape in [(2, 3, 4, 5), (1, 2, 3, 4, 2), (2, 1, 3, 2), (2, 3, 3, 2)]:
+        for layout in ["dense", "offset"]:
+            for grad, copies in ((True, 1), (False, 0)):
+                upstream, upstream_copies = conv_input(standin, upstream_nn, upstream_f, make(standin, shape, layout), grad)
+                patched, patched_copies = conv_input(standin, patched_nn, patched_f, make(standin, shape, layout), grad)
+                assert upstream_copies == 2 and patched_copies == copies and patched[:3] == upstream[:3], (shape, layout, grad)
+                assert patched[3] is not grad and upstream[3] is False, (shape, layout, grad)
+
+
+#: (what, shape, layout, (upstream's copies, the patched conv's copies)).
+NOT_DENSE = (
+    ("one channel, sliced", (2, 3, 3, 1), "sliced channels", (1, 1)), ("1x1 spatial", (2, 1, 1, 3), "dense", (0, 0)),
+    ("one channel", (2, 3, 3, 1), "dense", (0, 0)), ("empty", (0, 3, 3, 2), "dense", (0, 0)),
+    ("1-D", (2, 3, 2), "dense", (1, 1)), ("channels_first data", (2, 3, 3, 2), "from channels_first", (1, 1)),
+    ("odd batch stride", (1, 3, 3, 2), "odd size-1 strides", (2, 1)),
+    ("odd spatial stride", (2, 3, 1, 2), "odd size-1 strides", (2, 1)),
+    ("sliced", (2, 3, 3, 2), "sliced channels", (2, 1)), ("expanded", (2, 3, 3, 2), "expanded batch", (2, 1)),
+)
+
+
+def copies_where_the_input_is_not_dense(torch_strided: types.ModuleType) -> None:
+    # Where the layout is ambiguous, the view contiguous already or the rank not 4/5, the helper
+    # hands over to `_transpose_spatial_inputs` (upstream's copies); any other view that is not
+    # dense is copied once, straight into channels_last strides. The same tensor either way.
+    standin = torch_strided
+    (upstream_nn, upstream_f), (patched_nn, patched_f) = loaded(standin)
+    for what, shape, layout, copies in NOT_DENSE:
+        for grad in (True, False):
+            upstream, upstream_copies = conv_input(standin, upstream_nn, upstream_f, make(standin, shape, layout), grad)
+            patched, patched_copies = conv_input(standin, patched_nn, patched_f, make(standin, shape, layout), grad)
+            assert patched == upstream and (upstream_copies, patched_copies) == copies, (what, grad)
+
+
+def other_ranks_raise_like_upstream(torch_strided: types.ModuleType) -> None:
+    standin = torch_strided
+    (upstream_nn, upstream_f), (patched_nn, patched_f) = loaded(standin)
+    for shape in ((2, 3), (1, 2, 2, 2, 2, 2)):
+        x = standin.dense(shape)
+        assert conv_input(standin, patched_nn, patched_f, x, True) == conv_input(standin, upstream_nn, upstream_f, x, True)
+        assert conv_input(standin, patched_nn, patched_f, x, True)[0][0] == "raised"
+
+
+def pooling_and_conv_transpose_are_untouched(torch_strided: types.ModuleType) -> None:
+    standin = torch_strided
+    for module, functional in loaded(standin):
+        functional.received.clear()
+        standin.State.copied.clear()
+        with standin.grad(False):
+            module.max_pool(standin.dense((2, 3, 3, 2)), data_format="channels_last")
+            module.conv_transpose(standin.dense((2, 3, 3, 2)), standin.dense((1, 1, 2, 2)),
+                                  data_format="channels_last")
+        assert len(standin.State.copied) == 2
+        assert [(op, t.stride()) for op, t in functional.received] == [("max_pool", (18, 9, 3, 1)),
+                                                                       ("conv_transpose", (18, 9, 3, 1))]
+
+
+BEHAVIOURS = (
+    only_conv_changes_and_only_by_one_statement, outcomes,
+    the_synthetic_tree_file_takes_the_patch, conv_receives_what_upstream_gives_it_with_fewer_copies,
+    a_dense_input_is_copied_once_with_autograd_and_never_without, copies_where_the_input_is_not_dense,
+    other_ranks_raise_like_upstream, pooling_and_conv_transpose_are_untouched,
 )

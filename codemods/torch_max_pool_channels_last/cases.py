@@ -1,5 +1,6 @@
-"""What `torch-max-pool-channels-last` makes of torch nn modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch.
+"""What `torch-max-pool-channels-last` makes of torch nn modules shaped like Keras's, what the
+patched max_pool returns and copies beside upstream's (both run by tests/unit/test_patch_cases.py),
+and the breaks of its inserted code the equivalence suite must catch.
 
 `NN_PY` (`FILES`: the series' synthetic tree) is a minimal `keras/src/backend/torch/nn.py`:
 `torch-conv-single-copy` anchors on the same file, so it is that patch's synthetic nn.py (its
@@ -10,9 +11,28 @@ pooling calls, `.to(device)` and the permutation back) and the imports and the p
 uses, so that both patches find their anchors in the one synthetic tree (this patch comes later
 in the series: its `FILES` wins). tests/support/torch_strided.py runs it on a numpy stand-in."""
 
+import difflib
+import functools
 import textwrap
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text, replace_once
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import (
+    Case,
+    Mutant,
+    Outcome,
+    Sources,
+    piece_text,
+    replace_once,
+    run_module,
+)
+from codemods.torch_max_pool_channels_last import PATCH
 
 NN_PY = textwrap.dedent(
     '''\
@@ -245,4 +265,227 @@ MUTANTS = (
     Mutant("bfloat16 pooled in place too (its kernel writes another NaN)",
            "            or inputs.dtype not in (torch.float32, torch.float64, torch.float16)\n",
            "            or inputs.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16)\n"),
+)
+
+
+# -- behaviours: the edit and its outcomes; max_pool beside upstream's, on the numpy stand-in -----
+
+NN = "keras/src/backend/torch/nn.py"
+
+
+def check(source: str, path: str = NN) -> Any:
+    return PATCH.check(Sources(lambda p: source if p == path else None))
+
+
+def line_of(source: str, text: str) -> int:
+    return source[: source.index(text)].count("\n") + 1
+
+
+ANCHOR_LINE = line_of(BEFORE, STATEMENT) + 1
+
+
+def only_max_pool_changes_and_only_by_one_statement() -> None:
+    diff = list(difflib.ndiff(BEFORE.splitlines(True), AFTER.splitlines(True)))
+    assert [line for line in diff if line.startswith("- ")] == ["-         inputs = _transpose_spatial_inputs(inputs)\n"]
+    # What is added: two blank lines and the helper, the two statements, the output copy (difflib
+    # may align the blank lines either side of the helper).
+    added = sorted(line[2:] for line in diff if line.startswith("+ "))
+    inserted = "\n\n" + HELPER + CALL.split("\n", 1)[1].rsplit("\n\n", 1)[0] + "\n" + OUTPUT
+    assert added == sorted(inserted.splitlines(True))
+    # conv, conv_transpose and the other pooling statements keep upstream's code.
+    assert AFTER.count("inputs = _transpose_spatial_inputs(inputs)\n") == 2
+    assert AFTER.count("tnn.max_pool1d(") == AFTER.count("tnn.max_pool3d(") == 1
+    assert HELPER.startswith("# forkgen: torch-max-pool-channels-last (keras#23645")
+    assert "def _forkgen_max_pool_view(inputs, num_spatial_dims, padding):\n" in HELPER
+    assert "        or (inputs.requires_grad and torch.is_grad_enabled())\n" in HELPER
+
+
+def outcomes() -> None:
+    # Beyond the cases: the lines of the applied and upstream forms, and the file nightly names.
+    present = check(AFTER)
+    assert present.anchors[0].line == line_of(AFTER, CALL) + 1
+    assert present.anchors[1].line == line_of(AFTER, POOL)
+    assert check(NIGHTLY).anchors[0].line == ANCHOR_LINE
+    moved = check(NIGHTLY, NIGHTLY_NN)
+    assert moved.outcome is Outcome.UPSTREAM and moved.anchors[0].path == NIGHTLY_NN
+    assert PATCH.since == "3.15.0"
+
+
+
+class PoolStandIn:
+    """torch for the synthetic max_pool: the conv patch's strided numpy stand-in (`strided`, the
+    `torch_strided` fixture) with what max_pool's path reads besides (`Tensor`), a max_pool2d
+    that records what it is given (`received`), and the Keras modules the synthetic nn.py imports
+    (Keras's device: `device`). `upstream` and `patched`: BEFORE and AFTER executed on it."""
+
+    def __init__(self, strided: types.ModuleType) -> None:
+        self.strided = strided
+        self.device = "cpu"
+        self.received: list[Any] = []
+
+        class PoolTensor(strided.Tensor):  # type: ignore[name-defined,misc]
+            """The conv patch's strided numpy stand-in, with what max_pool's path reads besides."""
+
+            layout = "strided"
+            dtype = "float32"
+            requires_grad = False
+            device = types.SimpleNamespace(type="cpu")
+
+            def clone(self, memory_format: Any) -> Any:
+                return PoolTensor(super().clone(memory_format).array)
+
+            def to(self, device: str) -> Any:
+                return self
+
+        self.Tensor = PoolTensor
+        self.upstream = self.load(BEFORE, "max_pool_upstream")
+        self.patched = self.load(AFTER, "max_pool_patched")
+
+    def max_pool2d(self, inputs: Any, kernel_size: tuple[int, int], stride: tuple[int, int], padding: int) -> Any:
+        """Max pooling of an NCHW tensor; the output in the format torch picks for the input:
+        channels_last for a channels_last-strided input that is not contiguous, else the default."""
+        strided = self.strided
+        self.received.append(inputs)
+        x = inputs.array
+        (kh, kw), (sh, sw) = kernel_size, stride
+        oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+        values = np.empty((x.shape[0], x.shape[1], oh, ow))
+        for i in range(oh):
+            for j in range(ow):
+                values[:, :, i, j] = x[:, :, i * sh : i * sh + kh, j * sw : j * sw + kw].max(axis=(2, 3))
+        last = inputs.is_contiguous(strided.channels_last) and not inputs.is_contiguous()
+        fmt = strided.channels_last if last else strided.contiguous_format
+        return self.Tensor(strided.strided(values, strided.canonical_strides(values.shape, fmt)).array)
+
+    def load(self, source: str, name: str) -> types.ModuleType:
+        """`source` executed with the stand-in's torch and Keras modules for its imports."""
+        strided, tensor = self.strided, self.Tensor
+        torch = types.ModuleType("torch")
+        for key, value in {
+            "Tensor": tensor, "strided": "strided", "float32": "float32", "float64": "float64",
+            "float16": "float16", "bfloat16": "bfloat16", "contiguous_format": strided.contiguous_format,
+            "channels_last": strided.channels_last, "channels_last_3d": strided.channels_last_3d,
+            "permute": lambda t, dims: tensor(t.array.transpose(tuple(dims))),
+            "is_grad_enabled": strided.is_grad_enabled,
+            "compiler": types.SimpleNamespace(is_compiling=lambda: False),
+            "_C": types.SimpleNamespace(_functorch=types.SimpleNamespace(is_functorch_wrapped_tensor=lambda t: False)),
+            "empty": lambda size, dtype, device: tensor(np.zeros(size)),
+        }.items():
+            setattr(torch, key, value)
+        tnn = types.ModuleType("torch.nn.functional")
+        tnn.max_pool2d = self.max_pool2d  # type: ignore[attr-defined]
+        torch.nn = types.SimpleNamespace(functional=tnn)  # type: ignore[attr-defined]
+        backend = types.SimpleNamespace(standardize_data_format=lambda f: f or "channels_last")
+        core = types.SimpleNamespace(convert_to_tensor=lambda x: x, get_device=lambda: self.device)
+        validation = types.SimpleNamespace(
+            standardize_tuple=lambda v, n, name: (v,) * n if isinstance(v, int) else tuple(v))
+        # `import torch.nn.functional as tnn` takes `torch`'s; `from a.b import c`, the one for "a.b".
+        stand_ins = {"torch": torch, "keras.src": types.SimpleNamespace(backend=backend),
+                     "keras.src.backend.torch.core": core, "keras.src.utils.argument_validation": validation}
+        return run_module(source, name, stand_ins)
+
+    def make(self, shape: tuple[int, ...], layout: str, requires_grad: bool) -> Any:
+        strided = self.strided
+        values = (np.arange(int(np.prod(shape))) % 5).astype("float64").reshape(shape)
+        if layout == "dense":
+            x = self.Tensor(strided.dense(shape).array)
+            x.array[...] = values
+        elif layout == "offset":
+            x = self.Tensor(strided.strided(values, strided.canonical_strides(
+                shape, strided.contiguous_format), offset=3).array)
+        elif layout == "sliced channels":
+            wide = strided.dense((*shape[:-1], 2 * shape[-1]))
+            x = self.Tensor(wide.array[..., ::2])
+            x.array[...] = values
+        else:
+            strides = [7 if size == 1 else s for size, s in zip(shape, strided.canonical_strides(
+                shape, strided.contiguous_format), strict=True)]
+            x = self.Tensor(strided.strided(values, strides).array)
+        x.requires_grad = requires_grad
+        return x
+
+    @contextmanager
+    def on(self, name: str) -> Iterator[None]:
+        """Keras's device is `name` (get_device())."""
+        previous, self.device = self.device, name
+        try:
+            yield
+        finally:
+            self.device = previous
+
+    def pooled(self, module: types.ModuleType, x: Any, grad: bool, padding: str, where: str, **kwargs: Any) -> Any:
+        self.received.clear()
+        self.strided.State.copied.clear()
+        with self.strided.grad(grad), self.on(where):
+            out = module.max_pool(x, 2, padding=padding, data_format="channels_last", **kwargs)
+        (received,) = self.received
+        facts = (out.shape, out.stride(), out.array.tobytes())
+        return facts, received.shares_memory(x), [t.numel() for t in self.strided.State.copied]
+
+
+@functools.cache
+def pool_stand_in(torch_strided: types.ModuleType) -> PoolStandIn:
+    return PoolStandIn(torch_strided)
+
+
+LAYOUTS = ["dense", "offset", "sliced channels", "odd size-1 strides"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 2), st.integers(2, 5), st.integers(2, 5), st.integers(1, 3)),
+    layout=st.sampled_from(LAYOUTS),
+    grad=st.booleans(),
+    requires_grad=st.booleans(),
+    padding=st.sampled_from(["valid", "same"]),
+    where=st.sampled_from(["cpu", "cpu", "meta"]),
+    strides=st.sampled_from([None, 1, (1, 2)]),
+)
+def max_pool_gives_upstreams_tensor_and_copies_only_the_output(
+    torch_strided: types.ModuleType, shape: tuple[int, ...], layout: str, grad: bool, requires_grad: bool,
+    padding: str, where: str, strides: Any,
+) -> None:
+    pool = pool_stand_in(torch_strided)
+    upstream = pool.pooled(pool.upstream, pool.make(shape, layout, requires_grad), grad, padding, where, strides=strides)
+    x = pool.make(shape, layout, requires_grad)
+    patched = pool.pooled(pool.patched, x, grad, padding, where, strides=strides)
+    assert patched[0] == upstream[0]
+    dense = layout in ("dense", "offset") or (layout == "odd size-1 strides" and 1 not in shape)
+    eligible = (dense and shape[-1] > 1 and padding == "valid" and where == "cpu"
+                and not (grad and requires_grad))
+    # The view itself is pooled exactly where the patch applies (or where upstream's copy was none:
+    # a view contiguous already); then only the output is copied.
+    assert patched[1] is (eligible or upstream[1])
+    if eligible:
+        assert upstream[2] == [x.numel()] and patched[2] == [int(np.prod(upstream[0][0]))]
+    else:
+        assert patched[2] == upstream[2]
+
+
+def a_one_by_one_output_gets_upstreams_strides(torch_strided: types.ModuleType) -> None:
+    # A channels_last output of 1x1 spatial size counts as contiguous: `.contiguous()` would keep
+    # its strides; the clone gives the default layout's, as 3.15.1's output has.
+    pool = pool_stand_in(torch_strided)
+    for shape in ((2, 2, 2, 3), (1, 3, 2, 4)):
+        upstream = pool.pooled(pool.upstream, pool.make(shape, "dense", False), False, "valid", "cpu", strides=None)
+        patched = pool.pooled(pool.patched, pool.make(shape, "dense", False), False, "valid", "cpu", strides=None)
+        assert patched[0] == upstream[0] and patched[1]
+        assert upstream[0][1] == (shape[-1], 1, 1, 1)
+
+
+def other_data_formats_and_ranks_keep_upstreams_steps(torch_strided: types.ModuleType) -> None:
+    pool = pool_stand_in(torch_strided)
+    x = pool.make((2, 3, 4, 4), "dense", False)
+    pool.received.clear()
+    with torch_strided.grad(False):
+        pool.patched.max_pool(x, 2, data_format="channels_first")
+    assert pool.received[0] is x
+    assert pool.patched._forkgen_max_pool_view(pool.make((2, 4, 3), "dense", False), 1, "valid") is None
+    assert pool.patched._forkgen_max_pool_view(pool.make((2, 4, 4, 3), "dense", False), 2, "valid") is not None
+
+
+BEHAVIOURS = (
+    only_max_pool_changes_and_only_by_one_statement, outcomes,
+    max_pool_gives_upstreams_tensor_and_copies_only_the_output, a_one_by_one_output_gets_upstreams_strides,
+    other_data_formats_and_ranks_keep_upstreams_steps,
 )

@@ -1,7 +1,11 @@
 """What `torch-mean-metric-fast-paths` makes of modules shaped like Keras's reduction_metrics.py
-and metric.py (run by tests/unit/test_patch_cases.py), and the breaks of its inserted code the
-equivalence suite must catch. The synthetic modules are ours: only the statements the patch
-anchors on and relies on are shaped like Keras's."""
+and metric.py, how its helpers decide on a stand-in torch (both run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
+catch. The synthetic modules are ours: only the statements the patch anchors on and relies on are
+shaped like Keras's."""
+
+import types
+from typing import Any
 
 from codemods.engine import Case, Mutant, piece_text
 
@@ -157,3 +161,53 @@ MUTANTS = (
 
 #: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
 FILES = {"keras/src/metrics/__init__.py": "", PATH: BEFORE, METRIC_PATH: METRIC}
+
+
+# -- behaviours: the helpers on a stand-in torch whose current cuda device the test sets ---------
+# (the `torch_current_cuda` fixture, for Keras's index-less "cuda"). The checkout's `helpers` piece
+# is executed (on a backend that is not torch's, so it imports nothing) and given the stand-in's
+# torch, variables and ops; `Mean.update_state`'s fast path must be taken exactly when torch's
+# `.to(get_device())` would keep both variables and the values where they are (for "cuda": on the
+# current cuda device, asked at each call), and `Mean.result`'s on a cuda device must be the
+# sync-free quotient, never reading the count.
+
+
+def executed_helpers(standin: types.ModuleType, torch: Any) -> dict[str, Any]:
+    """The helpers piece executed, then given the stand-in's parts."""
+    namespace = standin.mean_names(torch)
+    exec(piece_text(__file__, "helpers"), namespace)
+    assert namespace["_forkgen_torch"] is None  # not the torch backend: nothing imported
+    return standin.mean_standin(namespace, torch)  # type: ignore[no-any-return]
+
+
+def the_fast_paths_follow_torchs_rule_for_every_device_string(torch_current_cuda: types.ModuleType) -> None:
+    standin = torch_current_cuda
+    for cuda_built in (True, False):  # a cuda torch, a cpu-only torch
+        torch = standin.Torch(cuda_built)
+        namespace = executed_helpers(standin, torch)
+        assert standin.check_mean_state(namespace, torch) > 0
+        assert (torch.asked > 0) is cuda_built  # a cpu-only torch is never asked
+        assert torch.synced == 0
+
+
+def cuda_is_the_current_device_at_each_call(torch_current_cuda: types.ModuleType) -> None:
+    torch = torch_current_cuda.Torch()
+    namespace = executed_helpers(torch_current_cuda, torch)
+    torch.keras_device = "cuda"
+    metric = type("Mean", (namespace["Metric"],), {})()
+    metric._dtype = "float32"
+    metric.total = namespace["_forkgen_mean_variable"](torch.nn.Parameter("cuda:1"))
+    metric.count = namespace["_forkgen_mean_variable"](torch.nn.Parameter("cuda:1"))
+    update, result = namespace["_forkgen_mean_update"], namespace["_forkgen_mean_result"]
+    assert update(metric, torch.Tensor("cuda:1"), None) is False and torch.asked == 1
+    torch.current = 1  # torch.cuda.set_device(1)
+    assert update(metric, torch.Tensor("cuda:1"), None) is True and torch.asked == 2
+    assert namespace["ran"][-1][-1] == "cuda"  # the count's `as_tensor` gets the str, as upstream's
+    assert update(metric, torch.Tensor("cuda:0"), None) is False
+    assert result(metric) == "quotient" and torch.synced == 0
+    torch.current = 0
+    assert result(metric) is None
+    assert namespace["_forkgen_mean_places"]["cuda"] is namespace["_forkgen_mean_current_cuda"]
+
+
+BEHAVIOURS = (the_fast_paths_follow_torchs_rule_for_every_device_string, cuda_is_the_current_device_at_each_call)

@@ -1,5 +1,9 @@
-"""What `torch-ops-plain-tensor-fast-paths` makes of torch numpy modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+"""What `torch-ops-plain-tensor-fast-paths` makes of torch numpy modules shaped like Keras's, how
+its helpers decide on a stand-in torch (both run by tests/unit/test_patch_cases.py), and the
+breaks of its inserted code the equivalence suite must catch."""
+
+import types
+from typing import Any
 
 from codemods.engine import Case, Mutant, piece_text
 
@@ -145,3 +149,52 @@ MUTANTS = (
 
 #: The synthetic files of the series' whole synthetic tree (tests/support/synthetic.py).
 FILES = {"keras/src/backend/torch/numpy.py": BEFORE}
+
+
+# -- behaviours: the helpers on a stand-in torch whose current cuda device the test sets ---------
+# (the `torch_current_cuda` fixture, for Keras's index-less "cuda"). The checkout's `module_level`
+# piece is executed with the stand-in; `_forkgen_plain_tensors` must return the arguments
+# themselves exactly when torch's `tensor.to(get_device())` would (for "cuda": the tensor is on the
+# current cuda device, asked at each call), never for "mps", "xpu", "meta" or a string torch
+# rejects, and ask for the current device only when a tensor is on a cuda device.
+
+
+def executed_helpers(standin: types.ModuleType, torch: Any) -> dict[str, Any]:
+    """The module_level piece executed with the stand-in torch and core module."""
+    namespace: dict[str, Any] = standin.ops_names(torch)
+    exec(piece_text(__file__, "module_level"), namespace)
+    return namespace
+
+
+def the_fast_path_follows_torchs_rule_for_every_device_string(torch_current_cuda: types.ModuleType) -> None:
+    standin = torch_current_cuda
+    for cuda_built in (True, False):  # a cuda torch, a cpu-only torch
+        torch = standin.Torch(cuda_built)
+        namespace = executed_helpers(standin, torch)
+        assert standin.check_plain_tensors(namespace, torch) > 0
+        assert (torch.asked > 0) is cuda_built  # a cpu-only torch is never asked
+
+
+def cuda_is_the_current_device_at_each_call(torch_current_cuda: types.ModuleType) -> None:
+    torch = torch_current_cuda.Torch()
+    namespace = executed_helpers(torch_current_cuda, torch)
+    plain, dtypes = namespace["_forkgen_plain_tensors"], frozenset((torch.float32,))
+    torch.keras_device = "cuda"
+    on_0, on_1 = (torch.Tensor("cuda:0"), torch.nn.Parameter("cuda:0")), (torch.Tensor("cuda:1"), torch.Tensor("cuda:1"))
+    assert plain(on_0, dtypes) == list(on_0) and torch.asked == 1
+    assert plain(on_1, dtypes) is None and torch.asked == 2
+    torch.current = 1  # torch.cuda.set_device(1)
+    assert plain(on_0, dtypes) is None and torch.asked == 3
+    assert plain(on_1, dtypes) == list(on_1) and torch.asked == 4
+    assert plain((on_1[0], on_0[0]), dtypes) is None and torch.asked == 5
+    assert plain((torch.Tensor("cpu"), on_1[0]), dtypes) is None and torch.asked == 5
+    # The memo keeps only what does not change: "cuda" stands for "ask".
+    assert namespace["_forkgen_places"]["cuda"] is namespace["_forkgen_current_cuda"]
+    for device in ("mps", "xpu", "meta"):
+        torch.keras_device = device
+        assert plain((torch.Tensor(f"{device}:0"),), dtypes) is None
+        assert namespace["_forkgen_places"][device] is False
+    assert torch.asked == 5
+
+
+BEHAVIOURS = (the_fast_path_follows_torchs_rule_for_every_device_string, cuda_is_the_current_device_at_each_call)

@@ -1,4 +1,5 @@
-"""What `torch-trainer-batch-size` makes of torch trainer modules shaped like Keras's (run by
+"""What `torch-trainer-batch-size` makes of torch trainer modules shaped like Keras's, how the
+patched trainer reads the batch size beside upstream's (both run by
 tests/unit/test_patch_cases.py), the breaks of its inserted code the equivalence suite must catch,
 and the synthetic files it anchors on, with stand-ins to run them offline.
 
@@ -7,18 +8,24 @@ and the synthetic files it anchors on, with stand-ins to run them offline.
 `test_step` update the loss tracker with the batch size read through `tree.flatten`), and the
 `keras/src/tree/__init__.py` export of `is_nested` (written for these tests; only the anchored
 statements follow Keras). `loaded` executes a (patched or not) trainer text against the
-`torch` and `tree` stand-ins at the end, which log what the batch size expression does
-(tests/unit/test_torch_trainer_batch_size.py).
+`torch` and `tree` stand-ins below, which log what the batch size expression does (the
+behaviours at the end).
 """
 
-import sys
+import collections
+import functools
 import textwrap
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import warnings
+from collections.abc import Callable
 from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import AnchorDrift, Case, Mutant, Outcome, Sources, piece_text, run_module
+from codemods.torch_trainer_batch_size import PATCH
 
 TRAINER = "keras/src/backend/torch/trainer.py"
 TREE_INIT = "keras/src/tree/__init__.py"
@@ -325,33 +332,10 @@ class Tree:
 tree = Tree()
 
 
-@contextmanager
-def _stand_ins() -> Iterator[None]:
-    """`import torch` and `from keras.src import tree` resolve to the stand-ins while a module
-    is executed (sys.modules restored afterwards)."""
-    keras = types.ModuleType("keras")
-    src = types.ModuleType("keras.src")
-    keras.src = src  # type: ignore[attr-defined]
-    src.tree = tree  # type: ignore[attr-defined]
-    names = ("torch", "keras", "keras.src", "keras.src.tree")
-    saved = {name: sys.modules.get(name) for name in names}
-    sys.modules.update({"torch": _fake_torch(), "keras": keras, "keras.src": src, "keras.src.tree": tree})  # type: ignore[dict-item]
-    try:
-        yield
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-
-
 def loaded(source: str, name: str) -> types.ModuleType:
-    """Execute a trainer text (patched or not) against the stand-ins."""
-    module = types.ModuleType(name)
-    with _stand_ins():
-        exec(compile(source, f"<{name}>", "exec"), module.__dict__)
-    return module
+    """Execute a trainer text (patched or not) with `import torch` and `from keras.src import tree`
+    given the stand-ins (`run_module`: nothing outside the module changes)."""
+    return run_module(source, name, {"torch": _fake_torch(), "keras.src": types.SimpleNamespace(tree=tree)})
 
 
 class Model:
@@ -373,3 +357,155 @@ class Model:
 
     def compute_metrics(self, x: Any, y: Any, y_pred: Any, sample_weight: Any = None) -> dict[str, Any]:
         return {"updates": list(self.updates)}
+
+
+# -- behaviours: the patched trainer reads the batch size as upstream's, without the walk ----------
+
+
+def _sources(trainer: str, tree_init: str | None = TREE_INIT_PY) -> Sources:
+    files = {TRAINER: trainer, TREE_INIT: tree_init}
+    return Sources(lambda p: files.get(p))
+
+
+def the_inserted_text_is_upstream_s_expression_kept_whole() -> None:
+    assert BEFORE.count(UPSTREAM_ARG) == 2 and AFTER.count(OUR_ARG) == 2
+    # Only the two arguments change: every other line is upstream's, byte for byte.
+    assert AFTER.replace(OUR_ARG, UPSTREAM_ARG) == BEFORE
+    compile(AFTER, "<after>", "exec")
+
+
+def outcomes() -> None:
+    before = PATCH.check(_sources(BEFORE))
+    assert "TorchTrainer.train_step" in before.anchors[0].description
+    nightly = PATCH.check(_sources(NIGHTLY))
+    assert nightly.outcome is Outcome.UPSTREAM
+    assert "Trainer.test_step" in nightly.anchors[1].description
+    assert PATCH.since == "3.12.0"
+
+
+def the_synthetic_tree_files_take_the_patch() -> None:
+    synthetic_tree = Sources(lambda p: FILES.get(p))
+    first = PATCH.check(synthetic_tree)
+    assert first.outcome is Outcome.APPLIED and not first.present
+    PATCH.apply(synthetic_tree)
+    patched = synthetic_tree.rendered()[TRAINER]
+    assert patched.count("# forkgen: torch-trainer-batch-size") == 2
+    assert PATCH.check(_sources(patched)).present
+
+
+def a_tree_without_the_tree_package_is_drift() -> None:
+    # (Without the trainer too: test_patch_cases.py's test for every patch.)
+    for trainer in (BEFORE, AFTER):
+        with pytest.raises(AnchorDrift) as caught:
+            PATCH.check(_sources(trainer, None))
+        assert caught.value.path == TREE_INIT and "no such file" in str(caught.value)
+
+
+@functools.cache
+def _modules() -> tuple[types.ModuleType, types.ModuleType]:
+    """The synthetic trainer as upstream has it and as the patch leaves it, executed once (by the
+    first behaviour that runs them)."""
+    synthetic_tree = Sources(lambda p: FILES.get(p))
+    PATCH.apply(synthetic_tree)
+    return (loaded(TRAINER_PY, "torch_trainer_upstream"),
+            loaded(synthetic_tree.rendered()[TRAINER], "torch_trainer_patched"))
+
+
+Point = collections.namedtuple("Point", ["b", "a"])
+
+
+def run(module: Any, method: str, x: Any) -> tuple[object, ...]:
+    """What the loss tracker got from `method` for inputs `x` (or the error), and what was
+    done to the inputs themselves (the tree's own calls differ: that is the patch)."""
+    log.clear()
+    model = Model()
+    step = getattr(module.TorchTrainer, method)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = step(model, (x, None, None))
+        result: tuple[object, ...] = (out["updates"],)
+    except Exception as error:  # the same error, with the same message
+        result = ("raised", type(error), str(error))
+    return (*result, [e for e in log if not e.startswith(("flatten(", "is_nested("))])
+
+
+def tensors() -> st.SearchStrategy[Any]:
+    shapes = st.lists(st.integers(0, 4), max_size=3).map(tuple)
+    return st.one_of(shapes.map(lambda s: Tensor(*s)), shapes.map(lambda s: SubTensor(*s)),
+                     shapes.map(lambda s: Proxy(*s)))
+
+
+leaves = st.one_of(tensors(), st.none(), st.integers(), st.text(max_size=2))
+structures = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from("abc"), inner, max_size=3),
+        st.tuples(inner, inner).map(lambda t: Point(*t)),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(x=structures, method=st.sampled_from(["train_step", "test_step"]), registered=st.booleans())
+def patched_reads_the_batch_size_like_upstream(x: Any, method: str, registered: bool) -> None:
+    upstream_module, patched_module = _modules()
+    # `registered`: the tensor subclass is a tree node whose leaf is a (2, 7) tensor.
+    tree.nodes = {SubTensor: lambda s: [Tensor(2, 7)]} if registered else {}
+    try:
+        assert run(patched_module, method, x) == run(upstream_module, method, x)
+    finally:
+        tree.nodes = {}
+
+
+def a_plain_tensor_skips_the_flatten() -> None:
+    upstream_module, patched_module = _modules()
+    for method in ("train_step", "test_step"):
+        assert run(patched_module, method, Tensor(5, 3)) == run(upstream_module, method, Tensor(5, 3)) == (
+            [(0.5, 5)], ["shape(Tensor)"]
+        ), method
+        # The same calls on x as upstream's (the leaf test, then .shape), without the walk.
+        assert log == ["flatten(Tensor)", "shape(Tensor)"], method
+        run(patched_module, method, Tensor(5, 3))
+        assert log == ["is_nested(Tensor)", "shape(Tensor)"], method
+
+
+def what_falls_back() -> None:
+    upstream_module, patched_module = _modules()
+    cases = {
+        "a 0-d tensor": Tensor(),
+        "a subclass": SubTensor(4),
+        "None": None,
+        "a list led by None": [None, Tensor(3)],
+        "a dict whose first key is not the batch": {"a": Tensor(1), "b": Tensor(6)},
+        "an int": 3,
+        "a proxy claiming to be a tensor": Proxy(4),
+    }
+    for name, x in cases.items():
+        assert run(patched_module, "train_step", x) == run(upstream_module, "train_step", x), name
+    assert run(patched_module, "train_step", Tensor())[:2] == ("raised", IndexError)
+    assert run(patched_module, "train_step", None)[:2] == ("raised", StopIteration)
+    assert run(patched_module, "train_step", {"a": Tensor(1), "b": Tensor(6)}) == ([(0.5, 1)], ["shape(Tensor)"])
+    # Upstream never asks a proxy for its __class__: neither does the patch.
+    assert run(patched_module, "train_step", Proxy(4)) == ([(0.5, 4)], ["shape(Proxy)"])
+    # A registered tensor type is flattened by upstream: the patch must not read its shape.
+    tree.nodes = {Tensor: lambda t: [SubTensor(9)]}
+    try:
+        upstream = run(upstream_module, "test_step", Tensor(2))
+        assert upstream == ([(0.5, 9)], ["shape(SubTensor)"]) and run(patched_module, "test_step", Tensor(2)) == upstream
+    finally:
+        tree.nodes = {}
+
+
+BEHAVIOURS = (
+    the_inserted_text_is_upstream_s_expression_kept_whole,
+    outcomes,
+    the_synthetic_tree_files_take_the_patch,
+    a_tree_without_the_tree_package_is_drift,
+    patched_reads_the_batch_size_like_upstream,
+    a_plain_tensor_skips_the_flatten,
+    what_falls_back,
+)

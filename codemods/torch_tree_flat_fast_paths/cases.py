@@ -1,9 +1,31 @@
-"""What `torch-tree-flat-fast-paths` makes of torch tree modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+"""What `torch-tree-flat-fast-paths` makes of torch tree modules shaped like Keras's, how the
+patched functions behave beside upstream's and with the two other torch tree patches (both run by
+tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must
+catch."""
 
+from __future__ import annotations
+
+import ast
+import itertools
 import textwrap
+import types
+from collections import OrderedDict, defaultdict, namedtuple
+from functools import cache
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text, replace_once
+from codemods.engine import (
+    Case,
+    Mutant,
+    Outcome,
+    Patch,
+    Sources,
+    piece_text,
+    replace_once,
+    run_module,
+)
+from codemods.torch_tree_flat_fast_paths import FLAG, PATCH
+from codemods.torch_tree_node_type_fast_path import FLAG as NODE_TYPE_FLAG
+from codemods.torch_tree_node_type_fast_path import PATCH as NODE_TYPE
 from codemods.torch_tree_node_type_fast_path import cases as node_type
 
 FLATTEN = """\
@@ -122,14 +144,15 @@ MUTANTS = (
 )
 
 
-# -- the synthetic module: a whole torchtree_impl.py, for tests/unit/test_torch_tree_flat_fast_paths.py
+# -- the synthetic module: a whole torchtree_impl.py, for the behaviours below -----------------
 #: torch-tree-node-type-fast-path's synthetic `keras/src/tree/torchtree_impl.py` (itself with
 #: torch-tree-leaf-shortcut's anchors) with `flatten` written in Keras 3.12.0-3.15.1's three
 #: statements, and `map_structure` and `map_structure_up_to` shaped like Keras's added at the end:
 #: a superset again. The series' synthetic tree takes its torchtree_impl.py from here (the last
-#: package whose `FILES` holds one), so it carries the anchors of every patch on that file. It runs
-#: against the stand-in pytree of tests/support/torch_pytree.py, whose functions are not torch's:
-#: there the patch's import-time gate is off.
+#: package whose `FILES` holds one), so it carries the anchors of every patch on that file. It
+#: imports torch's pytree as Keras does; the behaviours run it (`run_module`) against the
+#: stand-in pytree they are handed (the `torch_pytree` fixture, tests/support/torch_pytree.py),
+#: whose functions are not torch's: there the patch's import-time gate is off.
 SHORT_FLATTEN = '''def flatten(structure):
     leaves, _ = torch_tree.tree_flatten(_dict_to_ordered_dict(structure))
     return leaves
@@ -156,3 +179,131 @@ PATH = node_type.PATH
 TORCHTREE_PY = replace_once(node_type.TORCHTREE_PY, SHORT_FLATTEN, FLATTEN) + "\n\n" + MAP_STRUCTURE + MAP_STRUCTURE_UP_TO
 #: Only the module: the package markers come from the leaf short-cut's FILES.
 FILES: dict[str, str] = {PATH: TORCHTREE_PY}
+
+
+# -- behaviours: with the two other torch tree patches in every order, functions it must not ------
+# -- change, and the patched functions executed beside upstream's
+
+TORCHTREE = PATH
+TEXT = TORCHTREE_PY
+GATE_FUNCTION = "_forkgen_flat_nodes_are_torchs"
+#: The leaf short-cut, read through the series (this patch `tolerates` it; it does not require it).
+LEAF_SHORTCUT_NAME = "torch-tree-leaf-shortcut"
+
+
+def sources(text: str) -> Sources:
+    return Sources({TORCHTREE: text}.get)
+
+
+def applied(text: str, *patches: Patch) -> str:
+    src = sources(text)
+    for patch in patches:
+        check = patch.check(src)
+        assert check.outcome is Outcome.APPLIED and not check.present
+        patch.apply(src)
+    return src.rendered()[TORCHTREE]
+
+
+@cache
+def with_node_type(text: str = TEXT) -> str:
+    """The tree `torch-tree-flat-fast-paths` builds on (its `requires`)."""
+    return applied(text, NODE_TYPE)
+
+
+def all_three_torch_tree_patches_compose_in_every_order_the_series_allows() -> None:
+    leaf_shortcut = PATCH.tolerated(LEAF_SHORTCUT_NAME)
+    results = set()
+    # The node-type patch must come before this one (`requires`); the leaf short-cut anywhere.
+    for order in itertools.permutations((leaf_shortcut, NODE_TYPE, PATCH)):
+        if order.index(NODE_TYPE) > order.index(PATCH):
+            continue
+        text = applied(TEXT, *order)
+        for patch in (leaf_shortcut, NODE_TYPE, PATCH):
+            assert patch.check(sources(text)).present, (patch.name, [p.name for p in order])
+        results.add(text)
+    assert len(results) == 1
+    text = results.pop()
+    for name in ("torch-tree-leaf-shortcut", "torch-tree-node-type-fast-path", "torch-tree-flat-fast-paths"):
+        assert f"# forkgen: {name}" in text
+
+
+def function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    (found,) = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name]
+    return found
+
+
+def must_not_change_other_functions() -> None:
+    flat = with_node_type()
+    after, before = ast.parse(applied(flat, PATCH)), ast.parse(flat)
+    names = ("_tree_is_leaf", "_dict_to_ordered_dict", "traverse", "pack_sequence_as", "is_nested")
+    for name in names:
+        assert ast.dump(function(after, name)) == ast.dump(function(before, name))
+
+
+Point = namedtuple("Point", "x y")
+
+
+class Items(list):  # a list subclass: a leaf for torch's registry
+    pass
+
+
+class Pair(tuple):  # a tuple subclass that is no namedtuple: a leaf for torch, not for the test
+    pass
+
+
+STRUCTURES: list[Any] = [
+    (4, 16), [1, 2.5, None, "s"], (), [], (1, (2, 3)), [1, [2]], (Point(1, 2),), [Pair((1,))], (Items([1]),),
+    {"b": 1, "a": 2}, {"a": {"c": 1, "b": 2}}, OrderedDict(b=1, a=2), defaultdict(list, b=1, a=2), Point(1, 2),
+    Items([1, 2]), Pair((1, 2)), [{"b": 1, "a": 2}], 5, None,
+]
+
+
+def _stand_ins(torch_pytree: types.ModuleType) -> dict[str, object]:
+    """`from torch.utils import _pytree as torch_tree` gets the stand-in pytree."""
+    return {"torch.utils": types.SimpleNamespace(_pytree=torch_pytree.torch_tree)}
+
+
+def _modules(torch_pytree: types.ModuleType, gate: bool) -> tuple[Any, Any]:
+    upstream = run_module(TEXT, "flat_upstream_tree", _stand_ins(torch_pytree))
+    patched = run_module(
+        replace_once(applied(with_node_type(), PATCH), f"{FLAG} = {NODE_TYPE_FLAG} and {GATE_FUNCTION}()", f"{FLAG} = {gate}"),
+        "flat_patched_tree", _stand_ins(torch_pytree))
+    return upstream, patched
+
+
+def patched_functions_answer_like_upstream_on_the_synthetic_pytree(torch_pytree: types.ModuleType) -> None:
+    torch_tree = torch_pytree.torch_tree
+    for gate in (False, True):
+        upstream, patched = _modules(torch_pytree, gate)
+        for structure in STRUCTURES:
+            expected, got = upstream.flatten(structure), patched.flatten(structure)
+            assert got == expected and [id(x) for x in got] == [id(x) for x in expected], (gate, structure)
+            calls: dict[str, list[Any]] = {"up": [], "fork": []}
+            results = []
+            for key, module in (("up", upstream), ("fork", patched)):
+                seen = calls[key]
+                results.append(module.map_structure(lambda x, seen=seen: seen.append(x) or (x, 1), structure))
+            assert results[0] == results[1] and type(results[0]) is type(results[1]), (gate, structure)
+            assert calls["up"] == calls["fork"]
+        # The fast paths are taken (no flatten at all) only with the gate on.
+        torch_tree.flattens = 0
+        patched.flatten((4, 16))
+        patched.map_structure(str, {"b": 1, "a": 2})
+        assert (torch_tree.flattens == 0) is gate
+
+
+def the_synthetic_tree_file_takes_the_patch_after_the_node_type_patch(torch_pytree: types.ModuleType) -> None:
+    assert FILES[PATH] == TEXT
+    src = Sources(FILES.get)
+    NODE_TYPE.apply(src)
+    assert PATCH.check(src).outcome is Outcome.APPLIED
+    module = run_module(applied(with_node_type(), PATCH), "flat_synthetic_patched_tree", _stand_ins(torch_pytree))
+    assert getattr(module, FLAG) is False  # the stand-in pytree is no torch
+
+
+BEHAVIOURS = (
+    all_three_torch_tree_patches_compose_in_every_order_the_series_allows,
+    must_not_change_other_functions,
+    patched_functions_answer_like_upstream_on_the_synthetic_pytree,
+    the_synthetic_tree_file_takes_the_patch_after_the_node_type_patch,
+)

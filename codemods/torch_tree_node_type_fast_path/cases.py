@@ -1,9 +1,16 @@
-"""What `torch-tree-node-type-fast-path` makes of torch tree modules shaped like Keras's (run by
-tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
+"""What `torch-tree-node-type-fast-path` makes of torch tree modules shaped like Keras's, how the
+patched `is_nested` answers beside upstream's (both run by tests/unit/test_patch_cases.py), and the
+breaks of its inserted code the equivalence suite must catch."""
+
+from __future__ import annotations
 
 import textwrap
+import types
+from collections import OrderedDict, defaultdict, namedtuple
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+from codemods.engine import Case, Mutant, Outcome, Sources, piece_text, replace_once, run_module
+from codemods.torch_tree_node_type_fast_path import FLAG, PATCH
 
 HELPER = textwrap.dedent(
     """\
@@ -57,21 +64,23 @@ MUTANTS = (
 )
 
 
-# -- the synthetic module: a whole torchtree_impl.py, for tests/unit/test_torch_tree_node_type_fast_path.py
+# -- the synthetic module: a whole torchtree_impl.py, for the behaviours below and ----------------
+# -- tests/unit/test_patches_together.py
 #: A minimal `keras/src/tree/torchtree_impl.py` shaped like Keras 3.12.0-3.15.1's (only the
 #: anchored statements follow Keras): the anchors of `torch-tree-leaf-shortcut` too (the same
 #: module as that patch's cases have, a copy: the patches do not require each other), and
 #: `is_nested` at the end, so the series' synthetic tree (where this package comes after that one)
-#: has the anchors of both patches in one file. It runs against the stand-in pytree of
-#: tests/support/torch_pytree.py, whose `_get_node_type` is not torch's function: there the
-#: patch's import-time gate is off.
+#: has the anchors of both patches in one file. It imports torch's pytree as Keras does; the
+#: behaviours run it (`run_module`) against the stand-in pytree they are handed (the
+#: `torch_pytree` fixture, tests/support/torch_pytree.py), whose `_get_node_type` is not torch's
+#: function: there the patch's import-time gate is off.
 TORCHTREE_PY = textwrap.dedent(
     '''\
     """Synthetic stand-in for keras/src/tree/torchtree_impl.py (the dict-ordering part)."""
 
     from collections import defaultdict
 
-    from tests.support.torch_pytree import torch_tree
+    from torch.utils import _pytree as torch_tree
 
 
     def _tree_is_leaf(tree, is_leaf=None):
@@ -146,3 +155,100 @@ PATH = "keras/src/tree/torchtree_impl.py"
 #: Only the module: the package markers come from the leaf short-cut's FILES (and
 #: `keras/src/tree/__init__.py` from torch-trainer-batch-size's, which anchors on it).
 FILES: dict[str, str] = {PATH: TORCHTREE_PY}
+
+
+# -- behaviours: the patched `is_nested` answers like upstream's, the gate off on a stand-in ------
+# (Its composition with torch-tree-leaf-shortcut, a patch this one neither requires nor tolerates,
+# stays in tests/unit/test_patches_together.py.)
+
+TORCHTREE = PATH
+GATE_FUNCTION = "_forkgen_node_type_is_type"
+
+
+def _applied(text: str) -> str:
+    src = Sources({TORCHTREE: text}.get)
+    assert PATCH.check(src).outcome is Outcome.APPLIED
+    PATCH.apply(src)
+    return src.rendered()[TORCHTREE]
+
+
+class Meta(type):
+    def __subclasscheck__(cls, other: type) -> bool:
+        return True
+
+    def __instancecheck__(cls, other: object) -> bool:
+        return True
+
+
+class Odd(metaclass=Meta):
+    pass
+
+
+class Liar:
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return tuple
+
+
+Point = namedtuple("Point", "x y")
+
+
+class Pair(tuple):  # a tuple subclass that is no namedtuple
+    pass
+
+
+SAMPLES: list[Any] = [
+    1, 2.5, None, "s", b"b", [1], [], (1, 2), (), {"a": 1}, OrderedDict(a=1), defaultdict(list), Point(1, 2),
+    Pair((1,)), {1, 2}, Odd(), Odd, Liar(), object(), type, tuple, list,
+]
+
+
+def _fake_torch_tree() -> types.SimpleNamespace:
+    """A torch-like `_pytree`: `_get_node_type` as torch 2.13.0 computes it (namedtuples map to
+    `namedtuple`), a few registered node types."""
+    def is_namedtuple_class(cls: type) -> bool:
+        return isinstance(cls, type) and issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+
+    def _get_node_type(tree: Any) -> Any:
+        return namedtuple if is_namedtuple_class(type(tree)) else type(tree)
+
+    nodes = {list: None, tuple: None, dict: None, OrderedDict: None, defaultdict: None, namedtuple: None}
+    return types.SimpleNamespace(_get_node_type=_get_node_type, SUPPORTED_NODES=nodes)
+
+
+def patched_is_nested_answers_like_upstream() -> None:
+    for gate in (False, True):
+        fake = _fake_torch_tree()
+        stand_ins = {"torch.utils": types.SimpleNamespace(_pytree=fake)}
+        upstream = run_module(BEFORE, "upstream_tree", stand_ins)
+        patched = run_module(replace_once(_applied(BEFORE), f"{FLAG} = {GATE_FUNCTION}()", f"{FLAG} = False"),
+                             "patched_tree", stand_ins)
+        assert upstream.torch_tree is fake and patched.torch_tree is fake
+        patched._FORKGEN_NODE_TYPE_IS_TYPE = gate
+        answers = [(repr(s), patched.is_nested(s)) for s in SAMPLES]
+        assert answers == [(repr(s), upstream.is_nested(s)) for s in SAMPLES], gate
+        # The samples cover both answers, and a type registered later is seen at once.
+        assert {a for _, a in answers} == {True, False}
+        fake.SUPPORTED_NODES[set] = None
+        assert patched.is_nested({1}) and upstream.is_nested({1})
+
+
+def the_gate_is_off_on_the_synthetic_pytree(torch_pytree: types.ModuleType) -> None:
+    # The series' synthetic torch tree is a pure-Python stand-in: its `_get_node_type` is no
+    # torch function, so the fast path stays off and upstream's line answers.
+    stand_ins = {"torch.utils": types.SimpleNamespace(_pytree=torch_pytree.torch_tree)}
+    module = run_module(_applied(TORCHTREE_PY), "synthetic_patched_tree", stand_ins)
+    assert getattr(module, FLAG) is False
+    assert module.is_nested([1]) and not module.is_nested(1) and module.is_nested(Point(1, 2))
+
+
+def the_synthetic_tree_file_takes_the_patch() -> None:
+    assert FILES[PATH] == TORCHTREE_PY
+    assert PATCH.check(Sources(FILES.get)).outcome is Outcome.APPLIED
+
+
+BEHAVIOURS = (
+    patched_is_nested_answers_like_upstream,
+    the_gate_is_off_on_the_synthetic_pytree,
+    the_synthetic_tree_file_takes_the_patch,
+)

@@ -1,9 +1,30 @@
-"""What `torch-variable-value-fast-path` makes of torch core modules shaped like Keras's (run by
+"""What `torch-variable-value-fast-path` makes of torch core modules shaped like Keras's, how the
+synthetic upstream and patched getters behave side by side (both run by
 tests/unit/test_patch_cases.py), and the breaks of its inserted code the equivalence suite must catch."""
 
-import textwrap
+from __future__ import annotations
 
-from codemods.engine import NIGHTLY_TORCH_CORE_PY, Case, Mutant, piece_text
+import sys
+import textwrap
+import threading
+import types
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codemods.engine import (
+    NIGHTLY_TORCH_CORE_PY,
+    Case,
+    Mutant,
+    Sources,
+    piece_text,
+    run_module,
+)
+from codemods.torch_variable_value_fast_path import PATCH
 
 GET_DEVICE = '''\
 def get_device():
@@ -13,13 +34,14 @@ def get_device():
     return device
 '''
 
-# -- the synthetic modules the unit tests execute (tests/unit/test_torch_variable_value_fast_path.py) --
+# -- the synthetic modules the behaviours execute (below) --------------------------------------
 #
 # `CORE_PY` is a minimal `keras/src/backend/torch/core.py` shaped like Keras 3.5.0-3.15.1's
 # (written for these tests; only the anchored statements follow Keras): `get_device()` reading the
 # global "torch_device", and `class Variable(KerasVariable)` whose `value` property has the closure,
-# the stateless-scope branch, the uninitialised branch and the final return. It runs against the
-# stand-ins it imports (`STANDIN`).
+# the stateless-scope branch, the uninitialised branch and the final return. Its imports are
+# Keras's; the behaviours run it with the stand-ins of the fixture `keras_variable`
+# (tests/support/keras_variable.py, handed in by `_modules`).
 #
 # `TREE_CORE_PY` (`FILES`: the series' synthetic tree) is the tree's core.py, which the
 # torch-convert-to-tensor patches anchor on too: their `convert_to_tensor` (a copy of
@@ -27,8 +49,17 @@ def get_device():
 # the patches; this patch comes later in the series, so its core.py is the one the tree gets) below
 # this Keras-shaped `Variable` and `get_device`.
 
-#: Where the stand-ins the synthetic modules import are (test infrastructure).
-STANDIN = "tests.support.keras_variable"
+#: The imports of `CORE_PY` and `TREE_CORE_PY`, as Keras's torch core.py has them.
+IMPORTS = textwrap.dedent(
+    """\
+    import torch
+
+    from keras.src.backend.common import KerasVariable
+    from keras.src.backend.common import global_state
+    from keras.src.backend.common.stateless_scope import get_stateless_scope
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+    """
+)
 
 VARIABLE = textwrap.dedent(
     '''\
@@ -70,21 +101,9 @@ VARIABLE = textwrap.dedent(
 )
 
 CORE_PY = (
-    textwrap.dedent(
-        f'''\
-        """Synthetic stand-in for keras/src/backend/torch/core.py (Variable.value)."""
-
-        from {STANDIN} import KerasVariable
-        from {STANDIN} import get_stateless_scope
-        from {STANDIN} import global_state
-        from {STANDIN} import in_stateless_scope
-        from {STANDIN} import torch
-
-        DEFAULT_DEVICE = "cpu"
-
-
-        '''
-    )
+    '"""Synthetic stand-in for keras/src/backend/torch/core.py (Variable.value)."""\n\n'
+    + IMPORTS
+    + '\nDEFAULT_DEVICE = "cpu"\n\n\n'
     + GET_DEVICE
     + "\n\n"
     + textwrap.dedent(
@@ -131,19 +150,9 @@ CONVERT = textwrap.dedent(
     '''
 )
 TREE_CORE_PY = (
-    textwrap.dedent(
-        f'''\
-        """Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""
-
-        from {STANDIN} import KerasVariable
-        from {STANDIN} import get_stateless_scope
-        from {STANDIN} import global_state
-        from {STANDIN} import in_stateless_scope
-        from tests.support.torch_current_cuda import torch
-
-        DEFAULT_DEVICE = "cpu"
-        '''
-    )
+    '"""Synthetic stand-in for keras/src/backend/torch/core.py (convert_to_tensor)."""\n\n'
+    + IMPORTS
+    + '\nDEFAULT_DEVICE = "cpu"\n'
     + 'DTYPES = {"float32": torch.float32, "int32": torch.int32, "float64": torch.float64}\n\n\n'
     + GET_DEVICE
     + "\n\n"
@@ -259,4 +268,197 @@ MUTANTS = (
         "            ):\n",
         "            if fast_state.get(\"stateless_scope\") is None:\n",
     ),
+)
+
+
+# -- behaviours: what the cases cannot say, and the synthetic upstream and patched getters side by side --
+
+CORE = "keras/src/backend/torch/core.py"
+
+
+
+def _patched(source: str) -> str:
+    sources = Sources(lambda p: source if p == CORE else None)
+    PATCH.apply(sources)
+    return sources.rendered()[CORE]
+
+
+def _modules(standin: types.ModuleType) -> types.SimpleNamespace:
+    """`CORE_PY`, upstream's and patched, run against the stand-ins of `standin` (the fixture
+    `keras_variable`: its torch, `KerasVariable`, `global_state` and stateless-scope functions),
+    with what the behaviours compare them with: the patched `Variable`'s subclasses and the code
+    objects of the getter body's collaborators."""
+    stand_ins = {"torch": standin.torch, "keras.src.backend.common": standin,
+                 "keras.src.backend.common.stateless_scope": standin}
+    upstream = run_module(CORE_PY, "variable_value_upstream", stand_ins)
+    patched = run_module(_patched(CORE_PY), "variable_value_patched", stand_ins)
+    tensor = standin.Tensor
+
+    class Subclass(patched.Variable):  # type: ignore[misc,name-defined]
+        """Like `keras.src.backend.Variable`: a subclass that overrides nothing `.value` uses."""
+
+    class Doubling(patched.Variable):  # type: ignore[misc,name-defined]
+        def _maybe_autocast(self, value: Any) -> Any:
+            return tensor(value.values * 2 if value.values else value.values, value.dtype, value.device)
+
+    body_codes = {
+        standin.in_stateless_scope.__code__: "in_stateless_scope",
+        standin.KerasVariable._maybe_autocast.__code__: "_maybe_autocast",
+        patched.get_device.__code__: "get_device",
+    }
+    return types.SimpleNamespace(upstream=upstream, patched=patched, Subclass=Subclass, Doubling=Doubling,
+                                 body_codes=body_codes)
+
+
+def body_calls(body_codes: dict[Any, str], read: Callable[[], Any]) -> set[str]:
+    """Which of the body's collaborators `read()` calls (seen by a profiler, no global replaced)."""
+    seen: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in body_codes:
+            seen.add(body_codes[frame.f_code])
+
+    sys.setprofile(profile)
+    try:
+        read()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def the_fast_path_is_taken_for_the_class_and_a_plain_subclass(keras_variable: types.ModuleType) -> None:
+    modules = _modules(keras_variable)
+    tensor = keras_variable.Tensor
+    for cls in (modules.patched.Variable, modules.Subclass):
+        variable = cls(tensor((1.0, 2.0)))
+        assert body_calls(modules.body_codes, lambda v=variable: v.value) == set()
+        assert variable.value is variable._value
+    upstream = modules.upstream.Variable(tensor((1.0, 2.0)))
+    assert body_calls(modules.body_codes, lambda: upstream.value) == {"in_stateless_scope", "_maybe_autocast", "get_device"}
+
+
+def a_subclass_overriding_maybe_autocast_runs_the_body(keras_variable: types.ModuleType) -> None:
+    modules = _modules(keras_variable)
+    variable = modules.Doubling(keras_variable.Tensor((1.0, 2.0)))
+    got = variable.value
+    assert got is not variable._value and got.values == (1.0, 2.0, 1.0, 2.0)
+    assert "in_stateless_scope" in body_calls(modules.body_codes, lambda: variable.value)
+
+
+def a_replaced_collaborator_runs_the_body(monkeypatch: pytest.MonkeyPatch, keras_variable: types.ModuleType) -> None:
+    standin = keras_variable
+    modules = _modules(standin)
+    replaced: list[tuple[Any, str, Callable[..., Any]]] = [
+        (modules.patched, "in_stateless_scope", lambda: False),
+        (modules.patched, "get_device", lambda: "cpu"),
+        (standin, "get_autocast_scope", lambda: None),
+        (standin.global_state, "get_global_attribute", lambda name, default=None: None),
+        (standin.KerasVariable, "_maybe_autocast", lambda self, value: value),
+    ]
+    for target, name, replacement in replaced:
+        variable = modules.patched.Variable(standin.Tensor((1.0,)))
+        calls: list[str] = []
+
+        def counted(*args: Any, name: str = name, replacement: Callable[..., Any] = replacement,
+                    calls: list[str] = calls, **kwargs: Any) -> Any:
+            calls.append(name)
+            return replacement(*args, **kwargs)
+
+        with monkeypatch.context() as patched:
+            patched.setattr(target, name, counted)
+            assert variable.value is variable._value, name
+            assert calls, name
+
+
+def a_tracker_of_another_type_runs_the_body(monkeypatch: pytest.MonkeyPatch, keras_variable: types.ModuleType) -> None:
+    class Tracker(threading.local):
+        pass
+
+    modules = _modules(keras_variable)
+    monkeypatch.setattr(keras_variable.global_state, "GLOBAL_STATE_TRACKER", Tracker())
+    variable = modules.patched.Variable(keras_variable.Tensor((1.0,)))
+    assert variable.value is variable._value
+    assert "in_stateless_scope" in body_calls(modules.body_codes, lambda: variable.value)
+
+
+@contextmanager
+def state(standin: types.ModuleType, stateless: str, cast: str | None, device: Any, variables: list[Any]) -> Iterator[None]:
+    with ExitStack() as stack:
+        if stateless != "none":
+            held = standin.Tensor((7.0,), "float32")
+            mapping = {id(v): held for v in variables} if stateless == "value" else {}
+            stack.enter_context(standin.StatelessScope(mapping))
+        if cast is not None:
+            stack.enter_context(standin.AutocastScope(cast))
+        if device is not None:
+            stack.enter_context(standin.DeviceScope(device))
+        yield
+
+
+def outcome(value: Any, variable: Any, scope_value: Any) -> tuple[Any, ...]:
+    """What the getter returned, as comparable across the two modules."""
+    which = "stored" if value is variable._value else "scope" if value is scope_value else "new"
+    return (which, type(value).__name__, value.values, value.dtype, str(value.device), value.requires_grad)
+
+
+class _Device:
+    """A device object that is not a `str` (as a `torch.device` in the global would be): never
+    equal to a str, `str()` gives its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def patched_returns_what_upstream_returns(keras_variable: types.ModuleType) -> None:
+    standin = keras_variable
+    modules = _modules(standin)
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        dtype=st.sampled_from(["float32", "int32"]),
+        autocast=st.booleans(),
+        trainable=st.booleans(),
+        initialised=st.booleans(),
+        stateless=st.sampled_from(["none", "empty", "value"]),
+        cast=st.sampled_from([None, "float16"]),
+        device=st.sampled_from([None, "cpu", "cuda:0", "meta", _Device("cpu"), _Device("meta")]),
+        subclass=st.booleans(),
+        thread=st.booleans(),
+    )
+    def returns_what_upstream_returns(dtype: str, autocast: bool, trainable: bool, initialised: bool,
+                                      stateless: str, cast: str | None, device: Any, subclass: bool,
+                                      thread: bool) -> None:
+        stored = standin.Tensor((1.0, 2.0), dtype) if initialised else None
+        upstream = modules.upstream.Variable(stored, dtype, autocast, trainable)
+        patched = (modules.Subclass if subclass else modules.patched.Variable)(stored, dtype, autocast, trainable)
+        results: dict[str, Any] = {}
+
+        def read() -> None:
+            with state(standin, stateless, cast, device, [upstream, patched]):
+                scope = standin.get_stateless_scope()
+                scope_value = scope.get_current_value(patched) if scope is not None else None
+                results["upstream"] = outcome(upstream.value, upstream, scope_value)
+                results["patched"] = outcome(patched.value, patched, scope_value)
+
+        if thread:
+            # Another thread's state: the scopes are entered there, the main thread's stay empty.
+            worker = threading.Thread(target=read)
+            worker.start()
+            worker.join()
+        else:
+            read()
+        assert results["patched"] == results["upstream"]
+
+    returns_what_upstream_returns()
+
+
+BEHAVIOURS = (
+    the_fast_path_is_taken_for_the_class_and_a_plain_subclass,
+    a_subclass_overriding_maybe_autocast_runs_the_body,
+    a_replaced_collaborator_runs_the_body,
+    a_tracker_of_another_type_runs_the_body,
+    patched_returns_what_upstream_returns,
 )

@@ -1,11 +1,16 @@
 """What `trainer-symbolic-build-skip` makes of trainer, torch layer and operation modules shaped
-like Keras's (written for these tests, not copied; run by tests/unit/test_patch_cases.py;
-tests/unit/test_trainer_symbolic_build_skip.py executes the patched module), and the breaks of its
-inserted code the equivalence suite must catch."""
+like Keras's (written for these tests, not copied), what the patched trainer module does when run
+with stand-in classes (its behaviours; both run by tests/unit/test_patch_cases.py), and the breaks
+of its inserted code the equivalence suite must catch."""
 
 import textwrap
+import types
+from typing import Any
 
-from codemods.engine import Case, Mutant, piece_text
+import pytest
+
+from codemods.engine import AnchorDrift, Case, Mutant, Outcome, Sources, piece_text, run_module
+from codemods.trainer_symbolic_build_skip import PATCH
 
 TRAINER_PY = "keras/src/trainers/trainer.py"
 TORCH_LAYER_PY = "keras/src/backend/torch/layer.py"
@@ -224,4 +229,154 @@ MUTANTS = (
     Mutant("a _track_variables override no longer stops the skip",
            '        if "_track_variables" in state or _forkgen_defining_class(cls, "_track_variables") is not owner:\n',
            '        if "_track_variables" in state:\n'),
+)
+
+
+# -- behaviours: the applied anchors, and what the inserted helper and guard do when run -----------
+
+
+def _patched(text: str = TRAINER) -> str:
+    sources = Sources(files(text).get)
+    PATCH.apply(sources)
+    return sources.rendered()[TRAINER_PY]
+
+
+def the_applied_anchors() -> None:
+    present = PATCH.check(Sources(files(AFTER).get))
+    assert present.outcome is Outcome.APPLIED and present.present
+    assert [(a.name, a.line) for a in present.anchors] == [("optimizer_unbuilt = (...)", 20), ("self._post_build()", 34)]
+
+
+def drift_no_trainer() -> None:
+    tree = files()
+    del tree[TRAINER_PY]
+    with pytest.raises(AnchorDrift, match="keras/src/trainers/trainer.py:1: anchor 'module'"):
+        PATCH.check(Sources(tree.get))
+
+
+def _patched_module(stateless: list[bool]) -> types.ModuleType:
+    """The patched trainer module, run with `keras.src.backend.common.stateless_scope` a stand-in
+    whose `in_stateless_scope()` returns `stateless[0]` (and `from keras.src import backend` one
+    that holds it)."""
+    scope = types.SimpleNamespace(in_stateless_scope=lambda: stateless[0])
+    backend = types.SimpleNamespace(common=types.SimpleNamespace(stateless_scope=scope))
+    return run_module(_patched(), "trainer", {"keras.src": types.SimpleNamespace(backend=backend),
+                                              "keras.src.backend.common.stateless_scope": scope})
+
+
+def _named(name: str, module: str, bases: tuple[type, ...] = (), **members: Any) -> type:
+    return type(name, bases, {"__module__": module, "__qualname__": name, **members})
+
+
+class ParameterDict:
+    """Stands for torch's: sorts a plain dict's items, keeps `_parameters` and `_keys`."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._keys = {key: None for key, _ in sorted(values.items(), key=lambda kv: kv[0])}
+        self._parameters = {key: values[key] for key in self._keys}
+
+
+ParameterDict.__module__ = "torch.nn.modules.container"
+
+
+class Variable:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.value = object()
+
+
+Operation = _named("Operation", "keras.src.ops.operation", _post_build=lambda self: None)
+TorchLayer = _named(
+    "TorchLayer", "keras.src.backend.torch.layer", _post_build=lambda self: None, _track_variables=lambda self: None
+)
+
+
+def torch_model(variables: list[Variable], params: Any = None) -> Any:
+    model = _named("Model", "keras.src.models.model", (TorchLayer,))()
+    model.variables = variables
+    model._modules = {} if params is None else {"_torch_params": params}
+    return model
+
+
+def the_helper_answers_yes_only_where_post_build_changes_nothing() -> None:
+    stateless = [False]
+    namespace = vars(_patched_module(stateless))
+    noop = namespace["_forkgen_post_build_is_noop"]
+    # jax/tensorflow/numpy: Operation's `pass`.
+    assert noop(_named("Model", "m", (Operation,))()) is True
+    overridden = _named("Model", "m", (Operation,), _post_build=lambda self: None)()
+    assert noop(overridden) is False
+    instance = _named("Model", "m", (Operation,))()
+    instance._post_build = lambda: None
+    assert noop(instance) is False
+    assert noop(_named("Model", "m", (Operation,), __getattribute__=object.__getattribute__)()) is True
+    assert noop(_named("Model", "m", (Operation,), __getattribute__=lambda s, n: object.__getattribute__(s, n))()) is False
+    assert noop(_named("Operation", "elsewhere", _post_build=lambda self: None)()) is False
+    # torch: the held ParameterDict must be what _track_variables would build.
+    variables = [Variable("dense/kernel"), Variable("dense/bias")]
+    built = ParameterDict({v.path: v.value for v in variables})
+    assert list(built._keys) == ["dense/bias", "dense/kernel"]
+    assert noop(torch_model(variables, built)) is True
+    assert noop(torch_model(variables)) is False  # no _torch_params yet: 3.15.1 builds it
+    variables[0].value = object()  # a replaced _value
+    assert noop(torch_model(variables, built)) is False
+    added = [*variables, Variable("dense/extra")]
+    assert noop(torch_model(added, ParameterDict({v.path: v.value for v in variables}))) is False
+    removed = ParameterDict({v.path: v.value for v in added})
+    assert noop(torch_model(variables, removed)) is False
+    unsorted = ParameterDict({v.path: v.value for v in variables})
+    unsorted._keys = dict(reversed(unsorted._keys.items()))
+    assert noop(torch_model(variables, unsorted)) is False
+    other = ParameterDict({v.path: v.value for v in variables})
+    type_name = _named("ParameterDict", "elsewhere")
+    other.__class__ = type_name
+    assert noop(torch_model(variables, other)) is False
+    # Duplicate paths collapse as in 3.15.1's dict (the last value wins).
+    twins = [Variable("w"), Variable("w")]
+    assert noop(torch_model(twins, ParameterDict({"w": twins[1].value}))) is True
+    assert noop(torch_model(twins, ParameterDict({"w": twins[0].value}))) is False
+    # A _track_variables override is called by 3.15.1: not skipped; a stateless scope is.
+    tracked = _named("Model", "m", (TorchLayer,), _track_variables=lambda self: None)()
+    tracked.variables, tracked._modules = variables, {"_torch_params": ParameterDict({v.path: v.value for v in variables})}
+    assert noop(tracked) is False
+    stateless[0] = True
+    assert noop(tracked) is True and noop(torch_model(variables)) is True
+
+
+def the_early_return_follows_the_flags_and_the_helper() -> None:
+    text = textwrap.dedent(
+        """\
+        class Built:
+            built = True
+        """
+    )
+    calls: list[str] = []
+    namespace = vars(_patched_module([False]))
+    exec(text, namespace)
+    trainer_class = namespace["Trainer"]
+
+    class Model(trainer_class):  # type: ignore[misc, valid-type]
+        def _flatten_layers(self) -> list[Any]:
+            return [namespace["Built"]()]
+
+        def _post_build(self) -> None:
+            calls.append("post_build")
+
+    model = Model()
+    model._symbolic_build()
+    assert calls == ["post_build"]  # an override: still called every time
+    namespace["_forkgen_post_build_is_noop"] = lambda model: True
+    model._symbolic_build()
+    assert calls == ["post_build"]
+    model.optimizer = types.SimpleNamespace(built=False, build=lambda variables: calls.append("build"))
+    model.trainable_variables = []
+    model._symbolic_build()
+    assert calls == ["post_build", "build", "post_build"]
+
+
+BEHAVIOURS = (
+    the_applied_anchors,
+    drift_no_trainer,
+    the_helper_answers_yes_only_where_post_build_changes_nothing,
+    the_early_return_follows_the_flags_and_the_helper,
 )

@@ -1,5 +1,6 @@
 """Stand-ins for what the synthetic torch core.py of `torch-variable-value-fast-path` (its
-cases.py's `CORE_PY` and `TREE_CORE_PY`) imports from here: a `global_state` module holding a
+cases.py's `CORE_PY` and `TREE_CORE_PY`) imports under Keras's names, handed to its behaviours as
+the fixture `keras_variable` (tests/unit/conftest.py; `run_module`): a `global_state` module holding a
 `threading.local`, the stateless-scope functions, a `KerasVariable` with `_maybe_autocast` and
 `get_autocast_scope`, and the few parts of torch the getter uses, so the upstream and patched
 modules can be executed side by side offline.

@@ -1,10 +1,10 @@
 """Synthetic source trees shaped like Keras's, written for these tests, and test utilities.
 
 The synthetic layer.py of each CallSpec variant (`LAYER_V4`, `LAYERS`: the shape of
-`keras/src/layers/layer.py` reduced to what the codemods anchor on, run against
-`tests.support.fake_backend`) lives with the CallSpec fast path's cases,
+`keras/src/layers/layer.py` reduced to what the codemods anchor on, importing Keras's backend
+and tree as layer.py does) lives with the CallSpec fast path's cases,
 codemods/callspec_fast_path/cases.py, and is re-exported here, as is `replace_once` (from
-`codemods.engine`).
+`codemods.engine`); `load_layer` runs one against `tests.support.fake_backend`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import textwrap
 import types
 from pathlib import Path
 
-from codemods.callspec_fast_path.cases import LAYER_V4, LAYERS  # noqa: F401 - re-exported for the tests
-from codemods.engine import Patch, Sources, replace_once  # noqa: F401 - re-exported for the tests
+from codemods.callspec_fast_path.cases import LAYER_V4, LAYERS, keras_stand_ins  # noqa: F401 - re-exported for the tests
+from codemods.engine import Patch, Sources, replace_once, run_module  # noqa: F401 - re-exported for the tests
 
 VERSION_PY = textwrap.dedent(
     '''\
@@ -67,10 +67,19 @@ def assert_applies_once(patch: Patch, path: str, before: str, after: str) -> Non
 
 
 def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
-    """Execute `source` as a fresh module (the synthetic layer.py, patched or not)."""
+    """Execute `source` as a fresh module (its imports the real ones)."""
     module = types.ModuleType(name)
     exec(compile(source, f"<{name}>", "exec"), module.__dict__)
     return module
+
+
+def load_layer(source: str, name: str = "synthetic_layer") -> types.ModuleType:
+    """Execute a synthetic layer.py of `LAYERS` (patched or not) as a fresh module, its Keras
+    imports (`keras.src`'s backend and tree, `keras.src.backend`'s KerasTensor) handed
+    `tests.support.fake_backend` (`run_module`, `keras_stand_ins`)."""
+    from tests.support import fake_backend
+
+    return run_module(source, name, keras_stand_ins(fake_backend))
 
 
 def patch_files() -> dict[str, str]:

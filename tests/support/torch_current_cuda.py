@@ -13,7 +13,8 @@ when torch's rule keeps every tensor where it is, the current device is asked at
 remembered answer goes stale) and only when a tensor under test is on a cuda device.
 
 `CoreTorch` (the instance `torch`) and `global_state` are what the synthetic torch core.py of
-`torch-convert-to-tensor-noop-moves` (its cases.py's `CORE_PY`) imports from here: the same
+`torch-convert-to-tensor-noop-moves` (its cases.py's `CORE_PY`) is handed for its `import torch`
+and Keras `global_state` import (the fixture `torch_current_cuda`, tests/unit/conftest.py): the same
 `Device` and dtypes, torch's rules for `.to()` (aten's `to_will_alias`, with `ensure_has_index`),
 every `.to()` logged, so the upstream and patched modules can be executed side by side offline.
 

@@ -1,5 +1,7 @@
 """A stand-in for torch that the synthetic torch core.py of `torch-convert-to-tensor-device` (its
-cases.py's `CORE_PY`) runs against: it imports `global_state` and `torch` from here. The stand-in
+cases.py's `CORE_PY`) runs against: its behaviours are handed this module (the fixture
+`torch_device_moves`, tests/unit/conftest.py) and give its `torch` and `global_state` to the
+module's `import torch` and Keras `global_state` import (`run_module`). The stand-in
 logs every move, copy and cast, so the upstream and patched modules can be executed side by side
 offline.
 """

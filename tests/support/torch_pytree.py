@@ -1,13 +1,14 @@
 """A stand-in for torch's pytree (`torch.utils._pytree`), for the synthetic torch tree modules of
 the torch tree patches' cases (codemods/torch_tree_*/cases.py and loss-wrapper-tensor-fast-path's),
-which import `torch_tree` from here when a test executes them.
+whose `from torch.utils import _pytree as torch_tree` gets `torch_tree` from here when a behaviour
+executes them (the fixture `torch_pytree`, tests/unit/conftest.py; `run_module`).
 
 `torch_tree` is a small pure-Python pytree with torch's rules (registered node types; namedtuples
 are nodes; `None` and unregistered types, dict subclasses included, are leaves; a `TreeSpec`
 counts nodes and leaves), which counts its flattens, so the upstream and patched modules can be
 executed side by side offline. Its functions are not torch's: there the patches' import-time
-gates are off. Test infrastructure, like tests/support/torch_current_cuda.py: the cases name it
-in their synthetic modules' text, never import it.
+gates are off. Test infrastructure, like tests/support/torch_current_cuda.py: the cases are
+handed it, never import it or name it.
 """
 
 from __future__ import annotations

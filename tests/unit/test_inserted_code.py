@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 from codemods.callspec_fast_path.source import patch_source
 from tests.support.equivalence import differences
 from tests.support.fake_backend import KerasTensor, Registered, Tensor
-from tests.support.synthetic import LAYER_V4, LAYERS, load_module
+from tests.support.synthetic import LAYER_V4, LAYERS, load_layer
 
 PATCHED = patch_source(LAYER_V4).source
-MODULE = load_module(PATCHED)
+MODULE = load_layer(PATCHED)
 #: The patched synthetic layer.py of every CallSpec variant.
 MODULES = {
-    variant: load_module(patch_source(source).source, f"layer_{variant}")
+    variant: load_layer(patch_source(source).source, f"layer_{variant}")
     for variant, source in LAYERS.items()
 }
 
@@ -213,7 +213,7 @@ def test_signature_without_a_plan_binds_or_keeps_the_slow_path(
 
 
 def test_base_patch_alone_keeps_the_flag_to_layer_x() -> None:
-    base = load_module(patch_source(LAYER_V4, extension=False).source, "base_only")
+    base = load_layer(patch_source(LAYER_V4, extension=False).source, "base_only")
     assert not hasattr(base.CallSpec, "_fast_bound")
     two = make_layer(base, params("inputs, other"))
     assert two._call_spec_fast_path is False
@@ -334,7 +334,7 @@ def test_per_layer_switch_and_stale_signature() -> None:
 @pytest.mark.parametrize("value", ["0", "false", " OFF ", "no"])
 def test_kill_switch_at_import(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("KERAS_CALLSPEC_FAST_PATH", value)
-    module = load_module(PATCHED, "killed")
+    module = load_layer(PATCHED, "killed")
     for spec, args, kwargs in (
         ("inputs", 1, {}),
         ("inputs", 1, {"training": True}),
@@ -354,7 +354,7 @@ def test_kill_switch_at_import(monkeypatch: pytest.MonkeyPatch, value: str) -> N
 
 def test_kill_switch_other_values_keep_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERAS_CALLSPEC_FAST_PATH", "1")
-    module = load_module(PATCHED, "enabled")
+    module = load_layer(PATCHED, "enabled")
     assert make_layer(module, params("inputs"))._call_spec_fast_path is True
     assert make_layer(module, params("a, b"))._call_spec_fast_bindings is not None
     assert make_layer(module, params("*args, **kwargs"))._call_spec_fast_path is True
@@ -1134,7 +1134,7 @@ def test_fast_bound_specs_share_no_container() -> None:
 
 
 def test_tensor_class_cache() -> None:
-    module = load_module(PATCHED, "tensor_cache")
+    module = load_layer(PATCHED, "tensor_cache")
     cache = module._CALLSPEC_FAST_TENSOR_TYPES
     assert cache == {}
     layer = make_layer(module, params("a, b=None, c=None"))

@@ -1,6 +1,8 @@
 """Every patch's declared examples (`CASES` in its package's `cases.py`), in the manner of Fixit's
 VALID/INVALID examples: the change it makes, no change on a tree it already patched, the *upstream*
-outcome, drift with its diagnostic. Also: each declared mutant still applies to its file.
+outcome, drift with its diagnostic; its behaviours (`BEHAVIOURS`: the patched synthetic modules
+run beside upstream's), each handed the fixtures its parameters name (conftest.py). Also: each
+declared mutant still applies to its file.
 
 A case is a `codemods.engine.Case`; the series' packages are found from `codemods.series`, so a
 new patch's cases run here without being listed anywhere else.
@@ -9,6 +11,7 @@ new patch's cases run here without being listed anywhere else.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,14 +21,17 @@ from libcst.codemod import CodemodContext, TransformSkip, TransformSuccess, tran
 
 from codemods.engine import (
     AnchorDrift,
+    Behaviour,
     Case,
     DeclaredPatch,
     Mutant,
     Outcome,
     Patch,
     Sources,
+    behaviours,
     examples,
     piece_text,
+    run_module,
 )
 from codemods.series import SERIES_PACKAGES
 
@@ -42,6 +48,7 @@ def _declared() -> list[tuple[str, Patch, Case]]:
 
 CASES = _declared()
 MUTANTS = [(package, mutant) for package in SERIES_PACKAGES for mutant in examples(package)[1]]
+BEHAVIOURS = [(package, behaviour) for package in SERIES_PACKAGES for behaviour in behaviours(package)]
 
 
 def files(patch: Patch, text: str | Mapping[str, str]) -> dict[str, str]:
@@ -99,6 +106,21 @@ def test_case(package: str, patch: Patch, case: Case) -> None:
             assert isinstance(run_command(patch, path, after[path]), TransformSkip)
 
 
+@pytest.mark.parametrize(("package", "behaviour"), BEHAVIOURS,
+                         ids=[f"{p.rpartition('.')[2]}: {b.__name__}" for p, b in BEHAVIOURS])
+def test_behaviour(package: str, behaviour: Behaviour, request: pytest.FixtureRequest) -> None:
+    """A behaviour runs with the fixtures its parameters name (a stand-in, `monkeypatch`, `tmp_path`)."""
+    wanted = inspect.signature(behaviour).parameters
+    behaviour(**{name: request.getfixturevalue(name) for name in wanted})
+
+
+def test_behaviours_are_named_functions_of_their_package() -> None:
+    for package, behaviour in BEHAVIOURS:
+        assert inspect.isfunction(behaviour) and behaviour.__module__ == f"{package}.cases", (package, behaviour)
+    names = [f"{p}.{b.__name__}" for p, b in BEHAVIOURS]
+    assert len(names) == len(set(names)), "a behaviour listed twice"
+
+
 @pytest.mark.parametrize(("package", "mutant"), MUTANTS, ids=[m.description for _, m in MUTANTS])
 def test_mutant_applies(package: str, mutant: Mutant) -> None:
     text = (ROOT / package.replace(".", "/") / mutant.file).read_text(encoding="utf-8")
@@ -134,3 +156,25 @@ def test_piece_text_puts_upstream_s_statements_where_the_piece_keeps_them(tmp_pa
     (tmp_path / "inserted.py").write_text("def kept(x):\n    y = 1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no `UPSTREAM` line"):
         piece_text(cases, "kept", upstream=upstream)
+
+
+def test_run_module_hands_a_stand_in_to_the_module_and_its_functions_only() -> None:
+    import sys
+
+    stand_in = type("Torch", (), {"utils": type("Utils", (), {"_pytree": "the stand-in pytree"})})()
+    text = ("import torch\nfrom torch.utils import _pytree\nimport json\n"
+            "def later():\n    import torch.utils\n    return torch, json.dumps(1)\n")
+    module = run_module(text, "m", {"torch": stand_in, "torch.utils": stand_in.utils})
+    assert module.torch is stand_in and module._pytree == "the stand-in pytree"
+    assert module.later() == (stand_in, "1")  # the real json
+    assert sys.modules.get("torch") is not stand_in
+    assert run_module("x = 1\n").x == 1
+
+
+@pytest.mark.parametrize("patch", [importlib.import_module(p).PATCH for p in SERIES_PACKAGES], ids=lambda p: p.name)
+def test_a_tree_without_the_patch_s_file_is_drift_that_says_so(patch: Patch) -> None:
+    # Every patch alike (no patch's `explain` rewords it): the first file it names, "no such file".
+    with pytest.raises(AnchorDrift) as caught:
+        patch.check(Sources(lambda path: None))
+    assert caught.value.path == patch.files[0] and caught.value.missing_file, str(caught.value)
+    assert str(caught.value).startswith(f"{patch.files[0]}:1: ") and "no such file" in str(caught.value)

@@ -19,10 +19,10 @@ from codemods.callspec_fast_path import rules
 from codemods.callspec_fast_path.source import patch_source
 from forkgen import cli, report
 from forkgen.errors import EXIT_DRIFT, EXIT_INTERNAL, EXIT_USAGE
-from tests.support.synthetic import LAYER_V4, LAYERS, load_module, tree_files, write_tree
+from tests.support.synthetic import LAYER_V4, LAYERS, load_layer, tree_files, write_tree
 
 #: The patched synthetic layer.py of every variant, executed: the template's own rules.
-PATCHED = {variant: load_module(patch_source(source).source, f"report_{variant}") for variant, source in LAYERS.items()}
+PATCHED = {variant: load_layer(patch_source(source).source, f"report_{variant}") for variant, source in LAYERS.items()}
 
 MODULES = {
     "keras/src/layers/__init__.py": """

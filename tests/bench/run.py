@@ -364,6 +364,8 @@ def time_case(kinds: list[str], envs: dict[str, Path], case: str, backend: str, 
                        "--append", str(files[kind])]
             if loops is not None:
                 command += ["--loops", str(loops)]
+            if kind in RUN_VARIABLES:  # pyperf's worker processes get only the variables named here
+                command += ["--inherit-environ", ",".join(RUN_VARIABLES[kind])]
             run(command, cwd=HERE, env=variables(kind))
             if loops is None:
                 loops = calibrated_loops(files[kind])

@@ -167,8 +167,10 @@ def test_switched_off_runs_in_the_fork_environment_with_the_variable_and_before_
     Their ratios (fork-off/upstream, fork-off/fork, fork/before) get a table of their own."""
     monkeypatch.setenv("KERAS_FORKGEN_DISABLE", "dtype-fast-paths")
     commands: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(bench, "run", lambda command, **kwargs: commands.append(
-        (command[0], kwargs["env"].get("KERAS_FORKGEN_DISABLE"))))
+    inherited: list[list[str]] = []
+    monkeypatch.setattr(bench, "run", lambda command, **kwargs: (commands.append(
+        (command[0], kwargs["env"].get("KERAS_FORKGEN_DISABLE"))), inherited.append(
+        command[command.index("--inherit-environ") + 1:][:1] if "--inherit-environ" in command else [])))
     monkeypatch.setattr(bench, "calibrated_loops", lambda path: 7)
     means = {"upstream": 3.0, "nightly": 2.5, "fork": 2.0, "fork-off": 3.0, "before": 2.1}
     monkeypatch.setattr(bench, "summary", lambda path: stats(means[Path(path).name.rsplit("-", 1)[0]]))
@@ -179,6 +181,9 @@ def test_switched_off_runs_in_the_fork_environment_with_the_variable_and_before_
     python = {kind: str(tmp_path / kind / "bin" / "python") for kind in envs}
     assert commands == [(python["upstream"], None), (python["nightly"], None), (python["fork"], None),
                         (python["fork"], "all"), (python["before"], None)]
+    # pyperf hands its worker processes only the variables it is told to (a bench run timed the
+    # fork twice before this): fork-off's workers must inherit KERAS_FORKGEN_DISABLE.
+    assert inherited == [[], [], [], ["KERAS_FORKGEN_DISABLE"], []]
     assert result["switches"]["fork-off/upstream"]["ratio"] == pytest.approx(1.0)
     assert result["switches"]["fork-off/fork"]["ratio"] == pytest.approx(1.5)
     assert result["switches"]["fork/before"]["ratio"] == pytest.approx(2.0 / 2.1)

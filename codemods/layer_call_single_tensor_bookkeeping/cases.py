@@ -5,7 +5,6 @@ tests/unit/test_patch_cases.py), and the breaks of its inserted code the equival
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 from hypothesis import given, settings
@@ -105,36 +104,6 @@ class Tensor:
         self.label = label
 
 
-class Registered:
-    """A container the tree flattens (like a tracked list)."""
-
-    def __init__(self, *items: Any) -> None:
-        self.items = items
-
-
-def _is_nested(x: Any) -> bool:
-    return isinstance(x, (list, tuple, dict, Registered))
-
-
-def _flatten(x: Any) -> list[Any]:
-    if isinstance(x, dict):
-        return [leaf for key in sorted(x) for leaf in _flatten(x[key])]
-    if isinstance(x, (list, tuple)):
-        return [leaf for item in x for leaf in _flatten(item)]
-    if isinstance(x, Registered):
-        return [leaf for item in x.items for leaf in _flatten(item)]
-    return [x]
-
-
-def _set(x: Any, mask: Any) -> None:
-    x._keras_mask = mask
-
-
-NAMESPACE = {
-    "tree": types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten),
-    "backend": types.SimpleNamespace(get_keras_mask=lambda x: getattr(x, "_keras_mask", None), set_keras_mask=_set),
-}
-
 LEAF = st.one_of(st.tuples(st.just("tensor"), st.booleans()), st.just(("none",)))
 STRUCTURE = st.recursive(
     LEAF,
@@ -150,13 +119,15 @@ ANSWER = st.one_of(
 )
 
 
-def _build(description: Any, made: list[Any]) -> Any:
+def _build(description: Any, made: list[Any], fake_backend: Any) -> Any:
+    """The outputs `description` says; a "registered" container is the fake backend's, which its
+    tree flattens (like a tracked list)."""
     if isinstance(description, list):
-        return [_build(d, made) for d in description]
+        return [_build(d, made, fake_backend) for d in description]
     if isinstance(description, dict):
-        return {k: _build(v, made) for k, v in description.items()}
+        return {k: _build(v, made, fake_backend) for k, v in description.items()}
     if description[0] == "registered":
-        return Registered(*(_build(d, made) for d in description[1:]))
+        return fake_backend.Registered(*(_build(d, made, fake_backend) for d in description[1:]))
     if description[0] == "none":
         return None
     tensor = Tensor(f"out{len(made)}")
@@ -166,9 +137,11 @@ def _build(description: Any, made: list[Any]) -> Any:
     return tensor
 
 
-def _run(source: str, outputs_description: Any, answer: Any) -> Any:
+def _run(source: str, outputs_description: Any, answer: Any, fake_backend: Any) -> Any:
+    """`_set_mask_metadata` of `source`'s Layer on those outputs, its tree and backend the fake
+    backend's (tests/support/fake_backend.py: a tree that flattens its `Registered` too)."""
     module = run_module(source, "synthetic_layer")
-    vars(module).update(NAMESPACE)
+    vars(module).update(tree=fake_backend.tree, backend=fake_backend.backend)
     calls: list[Any] = []
     masks = iter(Tensor(f"mask{i}") for i in range(10))
 
@@ -184,30 +157,30 @@ def _run(source: str, outputs_description: Any, answer: Any) -> Any:
             return answer
 
     made: list[Any] = []
-    outputs = _build(outputs_description, made)
+    outputs = _build(outputs_description, made, fake_backend)
     try:
         result: Any = Probe()._set_mask_metadata("inputs", outputs, "previous")
     except (ValueError, AttributeError) as error:  # compute_mask's error; a mask set on None
         result = ("raised", type(error).__name__, str(error))
     seen = [None if x is None else (x.label, getattr(getattr(x, "_keras_mask", None), "label", x.__dict__.get("_keras_mask")))
-            for x in _flatten(outputs)]
+            for x in fake_backend.tree.flatten(outputs)]
     return result, seen, calls
 
 
 @settings(deadline=None)
 @given(outputs=STRUCTURE, answer=ANSWER)
-def patched_method_equals_upstream(outputs: Any, answer: Any) -> None:
-    assert _run(AFTER, outputs, answer) == _run(BEFORE, outputs, answer)
+def patched_method_equals_upstream(outputs: Any, answer: Any, fake_backend: Any) -> None:
+    assert _run(AFTER, outputs, answer, fake_backend) == _run(BEFORE, outputs, answer, fake_backend)
 
 
-def single_tensor_takes_the_fast_path_with_upstream_results() -> None:
+def single_tensor_takes_the_fast_path_with_upstream_results(fake_backend: Any) -> None:
     for outputs, answer, mask in [
         (("tensor", False), "mask", "mask0"),
         (("tensor", True), "mask", "pre1"),
         (("tensor", False), None, None),
         (("tensor", False), ["mask", "mask"], "mask0"),
     ]:
-        result, seen, calls = _run(AFTER, outputs, answer)
+        result, seen, calls = _run(AFTER, outputs, answer, fake_backend)
         assert result is None and seen == [("out0", mask)], (outputs, answer)
         assert calls == ([] if outputs[1] else [("inputs", "previous")]), (outputs, answer)
 

@@ -66,13 +66,6 @@ def assert_applies_once(patch: Patch, path: str, before: str, after: str) -> Non
     assert again.rendered() == {}
 
 
-def load_module(source: str, name: str = "synthetic_layer") -> types.ModuleType:
-    """Execute `source` as a fresh module (its imports the real ones)."""
-    module = types.ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
-    return module
-
-
 def load_layer(source: str, name: str = "synthetic_layer") -> types.ModuleType:
     """Execute a synthetic layer.py of `LAYERS` (patched or not) as a fresh module, its Keras
     imports (`keras.src`'s backend and tree, `keras.src.backend`'s KerasTensor) handed

@@ -11,16 +11,14 @@ upstream and patched modules can be compared offline.
 from __future__ import annotations
 
 import math
-import sys
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
 import numpy as np
 
-from tests.support.synthetic import load_module
+from codemods.engine import run_module
 
 
 class MemoryFormat:
@@ -182,8 +180,7 @@ def load_nn(source: str, name: str) -> tuple[types.ModuleType, Functional]:
     """Execute a synthetic (or patched) nn.py against the stand-in; return it and its `tnn`."""
     torch, functional = _torch()
     modules = {"torch": torch, "torch.nn": torch.nn, "torch.nn.functional": functional}
-    with mock.patch.dict(sys.modules, modules):
-        return load_module(source, name), functional
+    return run_module(source, name, modules), functional
 
 
 def dense(shape: Sequence[int], offset: int = 0) -> Tensor:

@@ -9,9 +9,6 @@ import types
 
 import pytest
 
-#: Each stand-in a behaviour may ask for by name: a module of tests/support.
-STAND_INS = ("fake_backend", "keras_variable", "torch_current_cuda", "torch_device_moves", "torch_pytree", "torch_strided")
-
 
 def _stand_in(name: str) -> types.ModuleType:
     return importlib.import_module(f"tests.support.{name}")

@@ -28,19 +28,23 @@ except ImportError:  # a fork built before the switches
 pytestmark = pytest.mark.skipif(forkgen_switches is None, reason="this fork has no run-time switches")
 
 
-def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
-    yield code
+def _codes(code: types.CodeType, prefix: str = "") -> Iterator[tuple[str, types.CodeType]]:
+    """(qualified name, code) of every code object nested in `code`, named as Python names them
+    (`C.m`, `f.<locals>.g`), without `co_qualname` (Python 3.11+): a class body is the code
+    without new locals."""
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _codes(const)
+            name = prefix + const.co_name
+            yield name, const
+            yield from _codes(const, name + (".<locals>." if const.co_flags & inspect.CO_NEWLOCALS else "."))
 
 
 def _upstream_codes(relative: str) -> dict[str, bytes]:
     """qualified name -> bytecode of every function upstream's module defines (one definition each)."""
     source = (upstream.source_root() / relative).read_text(encoding="utf-8")
     found: dict[str, list[bytes]] = {}
-    for code in _codes(compile(source, relative, "exec")):
-        found.setdefault(code.co_qualname, []).append(code.co_code)
+    for name, code in _codes(compile(source, relative, "exec")):
+        found.setdefault(name, []).append(code.co_code)
     return {name: codes[0] for name, codes in found.items() if len(codes) == 1}
 
 
@@ -104,7 +108,7 @@ def test_with_every_patch_disabled_every_function_is_upstream_s(relative: str) -
     codes = _upstream_codes(relative)
     compared = 0
     for qualname, function in _defined(relative):
-        if qualname in codes and function.__code__.co_qualname == qualname:
+        if qualname in codes and function.__qualname__ == qualname:
             assert function.__code__.co_code == codes[qualname], f"{relative}: {qualname} is not upstream's"
             compared += 1
     assert compared, f"{relative}: no function compared"

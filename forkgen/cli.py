@@ -16,6 +16,7 @@ from codemods import series as series_mod
 from codemods.engine import Patch
 from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import config as config_mod
+from forkgen import effects as effects_mod
 from forkgen import outdated as outdated_mod
 from forkgen import patch, pipeline, provenance, render, requirements, verify
 from forkgen import publish as publish_mod
@@ -58,6 +59,7 @@ def _no_config(parser: argparse.ArgumentParser) -> None:
 #: Why `--config` means nothing to these commands: they read only what they are given.
 CONFIG_IGNORED = {
     "report": "it reports on the tree SRC as it is, patched or not, whatever the pin",
+    "effects": "it analyses the tree SRC as it is, patched or not, whatever the pin",
     "inspect": "it reads only the wheel's own provenance",
     "publish": "the index directory and the wheels are all it uses",
     "compare-tests": "it compares two JUnit XML files",
@@ -144,6 +146,13 @@ def make_parser() -> argparse.ArgumentParser:
     _no_config(p)
     p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist, or a site-packages directory holding keras")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("effects", help="per Layer subclass, which steps of Layer.__call__ its call() provably never reads")
+    _no_config(p)
+    p.add_argument("src", type=Path, metavar="SRC", help="root of an unpacked Keras sdist, or a site-packages directory holding keras")
+    p.add_argument("--backend", choices=effects_mod.BACKENDS, default="torch", help="the backend whose modules the analysis follows (default: torch)")
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     p = sub.add_parser("apply", help="write the patched copy of a source tree to DIR, atomically")
     _common(p)
@@ -337,6 +346,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_effects(args: argparse.Namespace) -> int:
+    try:
+        result = effects_mod.effects(args.src, args.backend, progress=not args.quiet and sys.stderr.isatty())
+    except ForkgenError as error:
+        render.emit_failure(error, args.json, source=str(args.src))
+        raise
+    render.emit(result, args.json)
+    return EXIT_OK
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     selected = _selected(args, config_mod.load(args.config))
     if not (args.out.exists() or args.out.is_symlink()):  # one that exists is refused by `patch.apply`
@@ -503,6 +522,7 @@ COMMANDS = {
     "fetch": cmd_fetch,
     "analyze": cmd_analyze,
     "report": cmd_report,
+    "effects": cmd_effects,
     "apply": cmd_apply,
     "build": cmd_build,
     "inspect": cmd_inspect,

@@ -240,8 +240,11 @@ from codemods.engine.report import (
     Parameter,
 )
 from codemods.engine.tree import PLACEHOLDER, block, marker, statements, walk
+from codemods.engine.verdicts import STEPS, ClassVerdict, StepVerdict, Verdicts
+from codemods.engine.verdicts import analyse as analyse_effects
 
 __all__ = [
+    "STEPS", "ClassVerdict", "StepVerdict", "Verdicts", "analyse_effects",
     "DTYPES_PY", "LAYER_PY", "LOSS_PY", "NIGHTLY_TORCH_NN_PY", "REDUCTION_METRICS_PY", "TORCH_NN_PY", "TORCH_TRAINER_PY",
     "TORCHTREE_PY", "VARIABLES_PY",
     "MANY", "NIGHTLY_TORCH_CORE_PY", "ONE", "PLACEHOLDER", "TORCH_CORE_MOVED", "TORCH_CORE_PY", "TREE_CACHES", "VALUE",

@@ -15,9 +15,8 @@ is reported slow, with why.
 from __future__ import annotations
 
 import ast
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,8 @@ from codemods.engine import (
     VAR_POSITIONAL,
     AnchorDrift,
     CallRules,
+    CodeClass,
+    CodeTree,
     Parameter,
     switching,
 )
@@ -40,11 +41,9 @@ from forkgen.patch import require_keras_tree
 
 #: The class every reported class derives from (and which is not reported itself).
 LAYER_CLASS = "keras.src.layers.layer.Layer"
-_CLASS_LINE = re.compile(r"^class ", re.MULTILINE)
 _V4_TRAINING_NOTE = "fast while `training` is a call-context argument (the default)"
 _EXTENSION_ABSENT = "extension not in this tree"
 _POSITIONAL = (POSITIONAL_ONLY, POSITIONAL_OR_KEYWORD)
-Ref = tuple[str, str]  # ("class", "module.Class") or ("module", "dotted.name")
 
 
 @dataclass(frozen=True)
@@ -104,150 +103,11 @@ class Report:
         return _text(self)
 
 
-# -- the module index and class resolution ---------------------------------------------------------
-@dataclass
-class _Module:
-    name: str
-    package: str
-    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
-    #: name -> ("module", dotted name), ("symbol", (module, name)) or ("expr", node); first wins
-    bindings: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    stars: list[str] = field(default_factory=list)  # modules imported with `from X import *`
-
-
-def module_name(relative: str) -> tuple[str, str]:
-    """`(module, package)` of a file path relative to the tree root."""
-    parts = relative.removesuffix(".py").split("/")
-    if parts[-1] == "__init__":
-        return ".".join(parts[:-1]), ".".join(parts[:-1])
-    return ".".join(parts), ".".join(parts[:-1])
-
-
-def _statements(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
-    # Module-level statements, also under `if`/`try`/`with` (backend-dependent imports).
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, ast.If | ast.Try | ast.With):
-            for block in (*(getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")), *(h.body for h in getattr(stmt, "handlers", []))):
-                yield from _statements(block)
-
-
-def index_module(relative: str, tree: ast.Module) -> _Module:
-    """The top-level classes and the names bound by imports or aliases in one module."""
-    mod = _Module(*module_name(relative))
-    for stmt in _statements(tree.body):
-        if isinstance(stmt, ast.ClassDef) and stmt in tree.body:
-            mod.classes[stmt.name] = stmt
-        elif isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                bound = alias.asname or alias.name.split(".")[0]
-                mod.bindings.setdefault(bound, ("module", alias.name if alias.asname else bound))
-        elif isinstance(stmt, ast.ImportFrom):
-            source = stmt.module or ""
-            if stmt.level:
-                parts = mod.package.split(".")
-                source = ".".join([*parts[: len(parts) - stmt.level + 1], *([source] if source else [])])
-            for alias in stmt.names:
-                if alias.name == "*":
-                    mod.stars.append(source)
-                else:
-                    mod.bindings.setdefault(alias.asname or alias.name, ("symbol", (source, alias.name)))
-        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name | ast.Attribute):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    mod.bindings.setdefault(target.id, ("expr", stmt.value))
-    return mod
-
-
-class _Index:
-    """The tree's modules, each parsed on first use: a file without a top-level class is
-    parsed only when an import leads to it."""
-
-    def __init__(self, files: Mapping[str, str]) -> None:
-        self.files = files
-        self.paths = {module_name(relative)[0]: relative for relative in files}
-        self.packages = {".".join(m.split(".")[:i]) for m in self.paths for i in range(1, m.count(".") + 2)}
-        self.skipped: list[str] = []
-        self._modules: dict[str, _Module | None] = {}
-        self._mro: dict[str, list[str]] = {}
-        self._active: set[str] = set()
-
-    def module(self, name: str) -> _Module | None:
-        if name not in self._modules:
-            relative, mod = self.paths.get(name), None
-            if relative is not None:
-                try:
-                    mod = index_module(relative, ast.parse(self.files[relative], relative))
-                except (SyntaxError, ValueError):
-                    self.skipped.append(relative)
-            self._modules[name] = mod
-        return self._modules[name]
-
-    def cls(self, key: str) -> tuple[_Module, ast.ClassDef]:
-        module, _, name = key.rpartition(".")
-        mod = self.module(module)
-        assert mod is not None
-        return mod, mod.classes[name]
-
-    def candidates(self) -> list[str]:
-        """Every top-level class of the tree, as `module.Class`."""
-        names = [name for name, relative in self.paths.items() if _CLASS_LINE.search(self.files[relative])]
-        return [f"{name}.{c}" for name in names if (mod := self.module(name)) is not None for c in mod.classes]
-
-    def lookup(self, module: str, name: str, seen: frozenset[Ref] = frozenset()) -> Ref | None:
-        """What `name` is in `module` (a class or module of the tree), following imports."""
-        if (module, name) in seen:
-            return None
-        seen, mod = seen | {(module, name)}, self.module(module)
-        if mod is not None and name in mod.classes:
-            return "class", f"{module}.{name}"
-        if mod is not None and name in mod.bindings:
-            kind, target = mod.bindings[name]
-            if kind == "module":
-                return "module", target
-            found = self.lookup(target[0], target[1], seen) if kind == "symbol" else self.resolve(module, target, seen)
-            if found is not None:
-                return found
-        for star in mod.stars if mod is not None and not name.startswith("_") else ():
-            if (found := self.lookup(star, name, seen)) is not None:
-                return found
-        return ("module", f"{module}.{name}") if f"{module}.{name}" in self.packages else None
-
-    def resolve(self, module: str, node: ast.expr, seen: frozenset[Ref] = frozenset()) -> Ref | None:
-        """What a `Name` or `a.b.C` expression in `module` refers to."""
-        if isinstance(node, ast.Name):
-            return self.lookup(module, node.id, seen)
-        if isinstance(node, ast.Attribute):
-            owner = self.resolve(module, node.value, seen)
-            if owner is not None and owner[0] == "module":
-                return self.lookup(owner[1], node.attr, seen)
-        return None
-
-    def mro(self, key: str) -> list[str]:
-        """C3 linearisation over the bases resolved inside the tree."""
-        if key in self._mro:
-            return self._mro[key]
-        if key in self._active:  # a cycle through mis-resolved names: stop here
-            return [key]
-        self._active.add(key)
-        mod, node = self.cls(key)
-        refs = [self.resolve(mod.name, base) for base in node.bases]
-        bases = [r[1] for r in refs if r is not None and r[0] == "class" and r[1] != key]
-        self._mro[key] = [key, *_c3([*(self.mro(b) for b in bases), bases])]
-        self._active.discard(key)
-        return self._mro[key]
-
-
-def _c3(seqs: list[list[str]]) -> list[str]:
-    merged: list[str] = []
-    seqs = [list(s) for s in seqs if s]
-    while seqs:
-        head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
-        if head is None:  # inconsistent (Python would refuse the class): depth-first order
-            return merged + list(dict.fromkeys(x for s in seqs for x in s))
-        merged.append(head)
-        seqs = [rest for s in seqs if (rest := [x for x in s if x != head])]
-    return merged
+# -- class resolution -----------------------------------------------------------------------------
+#: The backend whose `if backend() == "<name>":` branches decide what a module binds. A layer's
+#: `call()` and its bases are the same on every backend (only `Layer`'s own base, which defines no
+#: `call`, differs), so the report, which is about call signatures, reads the tree as torch's.
+INDEX_BACKEND = "torch"
 
 
 def _call_statement(node: ast.ClassDef) -> ast.stmt | None:
@@ -282,12 +142,13 @@ def _verdict(reason: str | None, present: bool, absent: str, note: str | None = 
 
 
 def layer_report(
-    index: _Index, key: str, rules: CallRules, variant: str, base: bool, extension: bool
+    tree: CodeTree, cls: CodeClass, rules: CallRules, variant: str, base: bool, extension: bool
 ) -> LayerReport:
-    """The report of one class (`key` is `module.Class`) in a tree of CallSpec `variant`, by `rules`."""
-    mod, node = index.cls(key)
-    owner = next((k for k in index.mro(key) if _call_statement(index.cls(k)[1]) is not None), None)
-    stmt = None if owner is None else _call_statement(index.cls(owner)[1])
+    """The report of one class of `tree` (a tree of CallSpec `variant`), by `rules`."""
+    node = cls.node
+    owner_cls = next((c for c in tree.mro(cls) if _call_statement(c.node) is not None), None)
+    owner = None if owner_cls is None else owner_cls.key
+    stmt = None if owner_cls is None else _call_statement(owner_cls.node)
     if not isinstance(stmt, ast.FunctionDef) or stmt.decorator_list:
         why = (
             "no call() found" if stmt is None
@@ -299,7 +160,7 @@ def layer_report(
         shapes: dict[str, Any] = {
             "layer(x)": slow, "layer(x, training=b)": slow, "keywords": slow, "nested": slow, "positional": {"2": slow},
         }
-        return LayerReport(mod.name, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None)
+        return LayerReport(cls.module, node.name, node.lineno, owner, f"unresolved ({why})", (), shapes, None)
     params = rules.call_parameters(stmt, variant)
     bound = rules.bindings_reason(params)
 
@@ -326,7 +187,7 @@ def layer_report(
         "positional": {str(n): any_call(rules.unbound_reason(params, n)) for n in range(2, top + 1)},
     }
     arities = [n for n in range(1, top + 1) if rules.unbound_reason(params, n) is None] if bound is None else []
-    return LayerReport(mod.name, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities)
+    return LayerReport(cls.module, node.name, node.lineno, owner, format_signature(params), tuple(params), shapes, arities)
 
 
 def build_report(files: Mapping[str, str], source: str = "") -> Report:
@@ -344,12 +205,12 @@ def build_report(files: Mapping[str, str], source: str = "") -> Report:
         version: str | None = read_version(files[VERSION_PY])
     except Exception:  # noqa: BLE001 - the version is informative only
         version = None
-    index = _Index(files)
+    tree = CodeTree(files, INDEX_BACKEND)
     applied = dict(analysis.applied)
     base = all(applied[piece] for piece in rules.base_pieces)
-    keys = sorted((k for k in index.candidates() if k != LAYER_CLASS and LAYER_CLASS in index.mro(k)), key=lambda k: k.rpartition("."))
-    layers = tuple(layer_report(index, k, rules, analysis.variant, base, applied["extension"]) for k in keys)
-    return Report(source, version, analysis.variant, applied, rules.base_pieces, layers, tuple(sorted(index.skipped)))
+    classes = sorted(tree.subclasses_of(LAYER_CLASS), key=lambda c: (c.module, c.name))
+    layers = tuple(layer_report(tree, c, rules, analysis.variant, base, applied["extension"]) for c in classes)
+    return Report(source, version, analysis.variant, applied, rules.base_pieces, layers, tuple(sorted(tree.skipped)))
 
 
 def _is_test_file(relative: str) -> bool:

@@ -181,6 +181,8 @@ from codemods.engine.cases import (
     replace_once,
     run_module,
 )
+from codemods.engine.codeindex import Class as CodeClass
+from codemods.engine.codeindex import Tree as CodeTree
 from codemods.engine.command import DeclaredCommand
 from codemods.engine.declared import DeclaredPatch
 from codemods.engine.edits import (
@@ -244,7 +246,7 @@ from codemods.engine.verdicts import STEPS, ClassVerdict, StepVerdict, Verdicts
 from codemods.engine.verdicts import analyse as analyse_effects
 
 __all__ = [
-    "STEPS", "ClassVerdict", "StepVerdict", "Verdicts", "analyse_effects",
+    "STEPS", "ClassVerdict", "CodeClass", "CodeTree", "StepVerdict", "Verdicts", "analyse_effects",
     "DTYPES_PY", "LAYER_PY", "LOSS_PY", "NIGHTLY_TORCH_NN_PY", "REDUCTION_METRICS_PY", "TORCH_NN_PY", "TORCH_TRAINER_PY",
     "TORCHTREE_PY", "VARIABLES_PY",
     "MANY", "NIGHTLY_TORCH_CORE_PY", "ONE", "PLACEHOLDER", "TORCH_CORE_MOVED", "TORCH_CORE_PY", "TREE_CACHES", "VALUE",

@@ -131,9 +131,14 @@ class Tree:
         self.files = files
         self.backend = backend
         self.paths = {module_name(relative)[0]: relative for relative in files if relative.endswith(".py")}
+        #: Every package a module of the tree is in (`import a.b.c` binds `a`, whose `b` is `a.b`,
+        #: whether or not the tree holds `a/__init__.py`).
+        self.packages = {".".join(m.split(".")[:i]) for m in self.paths for i in range(1, m.count(".") + 1)}
         self._modules: dict[str, _Module | None] = {}
         self._members: dict[str, list[tuple[Class, ast.stmt | None]]] = {}
         self._mro: dict[str, list[Class]] = {}
+        #: The files that do not parse (read as binding nothing), in the order met.
+        self.skipped: list[str] = []
 
     # -- modules and names -------------------------------------------------------------------
     def module(self, name: str) -> _Module | None:
@@ -144,6 +149,7 @@ class Tree:
                 try:
                     tree = ast.parse(self.files[relative], relative)
                 except (SyntaxError, ValueError):
+                    self.skipped.append(relative)
                     return None
                 info = _Module(name, relative, module_name(relative)[1], tree)
                 self._bind(info, tree.body)
@@ -194,7 +200,7 @@ class Tree:
         seen = seen | {(module, name)}
         info = self.module(module)
         if info is None:
-            return None
+            return self._submodule(module, name)
         binding = info.bindings.get(name)
         if binding is None:
             for star in info.stars:
@@ -203,16 +209,13 @@ class Tree:
                     continue
                 if (found := self.resolve(star, name, seen)) is not None:
                     return found
-            return ModuleRef(f"{module}.{name}") if f"{module}.{name}" in self.paths else None
+            return self._submodule(module, name)
         kind = binding[0]
         if kind == "import":
             _, source, attr = binding
             if attr is None:
-                return ModuleRef(source) if source in self.paths else None
-            found = self.resolve(source, attr, seen)
-            if found is None and f"{source}.{attr}" in self.paths:
-                found = ModuleRef(f"{source}.{attr}")
-            return found
+                return ModuleRef(source) if source in self.paths or source in self.packages else None
+            return self.resolve(source, attr, seen) or self._submodule(source, attr)
         if kind == "def":
             node = binding[1]
             if isinstance(node, ast.ClassDef):
@@ -224,6 +227,11 @@ class Tree:
         if _is_plain_literal(value):
             return Literal(value)
         return Value(module, name, info.path, value)
+
+    def _submodule(self, package: str, name: str) -> ModuleRef | None:
+        """The module `package.name` of the tree, if any (an attribute an import of it binds)."""
+        full = f"{package}.{name}"
+        return ModuleRef(full) if full in self.paths or full in self.packages else None
 
     def resolve_dotted(self, module: str, name: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Resolved | None:
         """`a.b.c` read in `module`: `a` resolved there, then attributes of modules and classes."""

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from codemods import series
 from codemods.callspec_fast_path import rules
 from codemods.callspec_fast_path.source import patch_source
+from codemods.engine import CodeClass, CodeTree
 from forkgen import cli, report
 from forkgen.errors import EXIT_DRIFT, EXIT_INTERNAL, EXIT_USAGE
 from tests.support.synthetic import LAYER_V4, LAYERS, load_layer, tree_files, write_tree
@@ -198,10 +199,12 @@ def test_c3_matches_python() -> None:
     namespace: dict[str, Any] = {"Layer": type("Layer", (), {})}
     body = textwrap.dedent(MODULES["keras/src/other/diamond.py"]).split("\n", 2)[2]
     exec(body, namespace)
-    index = report._Index({"keras/src/other/diamond.py": textwrap.dedent(MODULES["keras/src/other/diamond.py"])})
+    tree = CodeTree({"keras/src/other/diamond.py": textwrap.dedent(MODULES["keras/src/other/diamond.py"])})
     for name in ("Join", "Flip"):
         python = [c.__name__ for c in namespace[name].__mro__ if c.__name__ not in ("Layer", "object")]
-        assert [k.rsplit(".", 1)[1] for k in index.mro(f"keras.src.other.diamond.{name}")] == python
+        found = tree.resolve("keras.src.other.diamond", name)
+        assert isinstance(found, CodeClass)
+        assert [c.name for c in tree.mro(found)] == python
 
 
 @pytest.mark.parametrize(

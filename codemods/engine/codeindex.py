@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,11 @@ class Tree:
         self._modules: dict[str, _Module | None] = {}
         self._members: dict[str, list[tuple[Class, ast.stmt | None]]] = {}
         self._mro: dict[str, list[Class]] = {}
+        #: What `resolve` and `method` found, so that a name gives the same object each time (the
+        #: analysis compares and hashes them by the million: identical objects compare at once).
+        self._resolved: dict[tuple[str, str], Resolved | None] = {}
+        self._methods: dict[tuple[str, str, str | None], Resolved | None] = {}
+        self._records: dict[ast.AST, Resolved] = {}
         #: The files that do not parse (read as binding nothing), in the order met.
         self.skipped: list[str] = []
 
@@ -195,9 +200,15 @@ class Tree:
     def resolve(self, module: str, name: str, seen: frozenset[tuple[str, str]] = frozenset()) -> Resolved | None:
         """What `name` is in `module`, followed through imports, re-exports and star imports;
         None for a name of another package, or unbound."""
+        if not seen:
+            if (module, name) not in self._resolved:
+                self._resolved[(module, name)] = self._resolve(module, name, frozenset({(module, name)}))
+            return self._resolved[(module, name)]
         if (module, name) in seen:
             return None
-        seen = seen | {(module, name)}
+        return self._resolve(module, name, seen | {(module, name)})
+
+    def _resolve(self, module: str, name: str, seen: frozenset[tuple[str, str]]) -> Resolved | None:
         info = self.module(module)
         if info is None:
             return self._submodule(module, name)
@@ -217,16 +228,20 @@ class Tree:
                 return ModuleRef(source) if source in self.paths or source in self.packages else None
             return self.resolve(source, attr, seen) or self._submodule(source, attr)
         if kind == "def":
-            node = binding[1]
-            if isinstance(node, ast.ClassDef):
-                return Class(module, node.name, info.path, node)
-            return Function(module, node.name, info.path, node)
+            return self._made(binding[1], lambda node: Class(module, node.name, info.path, node)
+                              if isinstance(node, ast.ClassDef) else Function(module, node.name, info.path, node))
         value = binding[1]
         if isinstance(value, ast.Name | ast.Attribute) and dotted(value):
             return self.resolve_dotted(module, dotted(value), seen)
         if _is_plain_literal(value):
             return Literal(value)
         return Value(module, name, info.path, value)
+
+    def _made(self, node: Any, make: Callable[[Any], Resolved]) -> Resolved:
+        """The one record of a `def` or `class` statement (made on first use)."""
+        if node not in self._records:
+            self._records[node] = make(node)
+        return self._records[node]
 
     def _submodule(self, package: str, name: str) -> ModuleRef | None:
         """The module `package.name` of the tree, if any (an attribute an import of it binds)."""
@@ -292,7 +307,7 @@ class Tree:
 
     def _member_value(self, owner: Class, stmt: ast.stmt) -> Resolved | None:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-            return Function(owner.module, f"{owner.name}.{stmt.name}", owner.path, stmt, owner)
+            return self._made(stmt, lambda node: Function(owner.module, f"{owner.name}.{node.name}", owner.path, node, owner))
         value = getattr(stmt, "value", None)
         if isinstance(value, ast.Name | ast.Attribute) and dotted(value):
             inner = _class_member(owner.node, dotted(value))
@@ -348,8 +363,11 @@ class Tree:
     def method(self, cls: Class, name: str, after: str | None = None) -> Resolved | None:
         """What `name` is on an instance of exactly `cls` at class level (a method, a property,
         a class attribute), or None when no class of its MRO in the tree binds it."""
-        found = self.member(cls, name, after)
-        return self._member_value(*found) if found else None
+        key = (cls.key, name, after)
+        if key not in self._methods:
+            found = self.member(cls, name, after)
+            self._methods[key] = self._member_value(*found) if found else None
+        return self._methods[key]
 
 
 def _is_plain_literal(node: ast.expr | None) -> bool:

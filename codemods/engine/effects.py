@@ -92,7 +92,7 @@ class Analysis:
     def run(self, fn: Function, self_class: Class | None, args: dict[str, Value_], env: tuple[tuple[str, Value_], ...] = (),
             typing: bool = False) -> tuple[frozenset[Effect], Value_]:
         key = (fn.path, fn.node.lineno, fn.node.col_offset, self_class.key if self_class else None, typing,
-               tuple(sorted((k, tuple(sorted(map(repr, v)))) for k, v in args.items())), env)
+               frozenset(args.items()), env)
         if key in self.done:
             return self.memo[key]
         if key in self.active:

@@ -4,9 +4,10 @@ assumptions the analysis may read code under, and what other code may run on Ker
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from .codeindex import Class, Function, dotted
 
@@ -68,12 +69,23 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[s
                             *([a.kwarg] if a.kwarg else []))]
 
 
-def _walk_own(node: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of a function body, not those of the defs, lambdas and classes nested in it."""
+def _walk_own(node: ast.AST) -> tuple[ast.AST, ...]:
+    """The nodes of a function body, not those of the defs, lambdas and classes nested in it
+    (walked once per node: every summary of a function reads them)."""
+    found = _OWN_NODES.get(node)
+    if found is None:
+        found = _OWN_NODES[node] = tuple(_own_nodes(node))
+    return found
+
+
+_OWN_NODES: WeakKeyDictionary[ast.AST, tuple[ast.AST, ...]] = WeakKeyDictionary()
+
+
+def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
     for child in ast.iter_child_nodes(node):
         yield child
         if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            yield from _walk_own(child)
+            yield from _own_nodes(child)
 
 
 EXT = "EXT"
@@ -137,11 +149,15 @@ def U(why: str) -> Value_:
 
 def contain(v: Value_) -> Value_:
     """A builtin container holding values `v`."""
+    if not any(isinstance(a, Unk) and not a.inside for a in v):
+        return E_ | v
     return E_ | frozenset(Unk(a.why, True) if isinstance(a, Unk) else a for a in v)
 
 
 def elements(v: Value_) -> Value_:
     """What an item of `v` may be, `v` a container (or not)."""
+    if not any(isinstance(a, Unk) and a.inside for a in v):
+        return v
     return frozenset(Unk(a.why) if isinstance(a, Unk) else a for a in v)
 
 

@@ -390,7 +390,8 @@ class _W(Flow):
             # A callable stored on the instance (an activation): the verdict turns it into a
             # run-time condition, that the attribute is one of the functions it was typed as
             # whose own summary allows the step. Those functions' results are its result.
-            self.add(f"stored:{self.cls.key}.{func.attr}", node, ast.unparse(func))
+            if self.recording:
+                self.add(f"stored:{self.cls.key}.{func.attr}", node, ast.unparse(func))
             out: set[Any] = set()
             typing, self.typing = self.typing, True
             try:
@@ -464,7 +465,8 @@ class _W(Flow):
                 out |= {x for x in v if isinstance(x, Inst)}
             return frozenset(out)
         if isinstance(a, Unk):
-            self.add("unknown", node, f"calls `{ast.unparse(node.func)[:50]}`, a value the analysis does not know ({a.why})")
+            if self.recording:  # (the message is built only where it is kept)
+                self.add("unknown", node, f"calls `{ast.unparse(node.func)[:50]}`, a value the analysis does not know ({a.why})")
             return V({a})
         if isinstance(a, Fn):
             fn = a.fn

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
 from .codeindex import Class, Function, dotted
@@ -93,8 +93,26 @@ EXT = "EXT"
 Value_ = frozenset[Any]
 
 
+class _Interned:
+    """One object per value: an atom made again is the object made first, so that the frozensets
+    of atoms the analysis hashes and compares by the million meet identical objects (compared at
+    once, without calling the dataclass's `__eq__`)."""
+
+    __slots__ = ()
+    _pool: ClassVar[dict[tuple[Any, ...], Any]]
+
+    def __init_subclass__(cls) -> None:
+        cls._pool = {}
+
+    def __new__(cls, *args: Any) -> Any:
+        found = cls._pool.get(args)
+        if found is None:
+            found = cls._pool[args] = object.__new__(cls)
+        return found
+
+
 @dataclass(frozen=True)
-class Unk:
+class Unk(_Interned):
     """A value the analysis does not know, and where it came from; `inside`: one held by a builtin
     container in the same abstract value (the container's own methods are not its use)."""
 
@@ -103,12 +121,12 @@ class Unk:
 
 
 @dataclass(frozen=True)
-class Inst:
+class Inst(_Interned):
     cls: Class
 
 
 @dataclass(frozen=True)
-class Fn:
+class Fn(_Interned):
     fn: Function
     self_class: Class | None = None
     #: The enclosing call's names and values, for a nested def or lambda.
@@ -116,7 +134,7 @@ class Fn:
 
 
 @dataclass(frozen=True)
-class Cls:
+class Cls(_Interned):
     cls: Class
 
 

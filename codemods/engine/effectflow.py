@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from .codeindex import Function, ModuleRef, Resolved, Tree, dotted
 from .effectvalues import (
@@ -24,6 +25,9 @@ from .effectvalues import (
     _walk_own_stmt,
     elements,
 )
+
+#: Per function node and name of its `self`: where each local name is bound (read only once made).
+_BINDS: WeakKeyDictionary[ast.AST, dict[str | None, dict[str, list[ast.AST | tuple[ast.Import | ast.ImportFrom, ast.alias]]]]] = WeakKeyDictionary()
 
 
 class Flow:
@@ -42,8 +46,12 @@ class Flow:
 
     def collect(self) -> None:
         """Where each local name is bound: assignments, loops, with, imports, handlers (flow-insensitive)."""
-        self.binds: dict[str, list[ast.AST | tuple[ast.Import | ast.ImportFrom, ast.alias]]] = {}
         self.typed: set[str] = set()
+        known = _BINDS.setdefault(self.fn.node, {})  # the same for every summary of the function
+        if self.self_name in known:
+            self.binds = known[self.self_name]
+            return
+        self.binds = known[self.self_name] = {}
         body = [self.fn.node.body] if isinstance(self.fn.node, ast.Lambda) else self.fn.node.body
         for stmt in body:
             for node in _walk_own_stmt(stmt):

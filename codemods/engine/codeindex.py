@@ -211,7 +211,7 @@ class Tree:
     def _resolve(self, module: str, name: str, seen: frozenset[tuple[str, str]]) -> Resolved | None:
         info = self.module(module)
         if info is None:
-            return self._submodule(module, name)
+            return self.submodule(module, name)
         binding = info.bindings.get(name)
         if binding is None:
             for star in info.stars:
@@ -220,13 +220,13 @@ class Tree:
                     continue
                 if (found := self.resolve(star, name, seen)) is not None:
                     return found
-            return self._submodule(module, name)
+            return self.submodule(module, name)
         kind = binding[0]
         if kind == "import":
             _, source, attr = binding
             if attr is None:
                 return ModuleRef(source) if source in self.paths or source in self.packages else None
-            return self.resolve(source, attr, seen) or self._submodule(source, attr)
+            return self.resolve(source, attr, seen) or self.submodule(source, attr)
         if kind == "def":
             return self._made(binding[1], lambda node: Class(module, node.name, info.path, node)
                               if isinstance(node, ast.ClassDef) else Function(module, node.name, info.path, node))
@@ -243,7 +243,7 @@ class Tree:
             self._records[node] = make(node)
         return self._records[node]
 
-    def _submodule(self, package: str, name: str) -> ModuleRef | None:
+    def submodule(self, package: str, name: str) -> ModuleRef | None:
         """The module `package.name` of the tree, if any (an attribute an import of it binds)."""
         full = f"{package}.{name}"
         return ModuleRef(full) if full in self.paths or full in self.packages else None

@@ -319,7 +319,7 @@ class _W(Flow):
                 out.add(Unk(a.why))
             elif isinstance(a, ModuleRef):
                 self.add(f"module:{a.name}", node, attr)
-                found = self.tree.resolve(a.name, attr) or (ModuleRef(f"{a.name}.{attr}") if f"{a.name}.{attr}" in self.tree.paths else None)
+                found = self.tree.resolve(a.name, attr) or self.tree.submodule(a.name, attr)
                 if found is None and not self.tree.has_external_star(a.name):
                     continue  # no such name: reading it raises AttributeError
                 out |= self.atom(found) if found is not None else E_

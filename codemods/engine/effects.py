@@ -239,8 +239,9 @@ def summary(analysis: Analysis, fn: Function, cls: Class | None = None) -> froze
             return frozenset({stop.effect})
         if not analysis.grew:
             return result
-        analysis.done, analysis.derived_done = set(), set()  # a cycle's value grew: compute again
-        done, derived_done = set(), set()
+        # A cycle's value grew: compute again what this summary computed. What was final before
+        # it began (summaries that reached their own fixed point) rests on no value of this one.
+        analysis.done, analysis.derived_done = set(done), set(derived_done)
 
 
 def of_class(analysis: Analysis, cls: Class) -> frozenset[Effect]:

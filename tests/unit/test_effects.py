@@ -331,3 +331,62 @@ def test_cli_refuses_a_tree_that_is_not_keras(tmp_path: Path, capsys: pytest.Cap
     (tmp_path / "empty" / "keras" / "src").mkdir(parents=True)  # no keras/src/layers/layer.py
     assert cli.main(["effects", str(tmp_path / "empty"), "--json"]) == EXIT_DRIFT
     assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+#: Two layers whose helpers recurse: each summary needs a second round (its cycle's value grows).
+RECURSIVE_PY = """
+    from keras.src import ops
+    from keras.src.layers.layer import Layer
+
+    def countdown(x, n):
+        if n:
+            return countdown(ops.add(x, x), n - 1)
+        return x
+
+    def ping(x, n):
+        return pong(x, n - 1) if n else x
+
+    def pong(x, n):
+        return ping(x, n)
+
+    class First(Layer):
+        def call(self, x):
+            return countdown(x, 3)
+
+    class Second(Layer):
+        def call(self, x):
+            return ping(countdown(x, 2), 3)
+"""
+
+
+def test_a_later_cycle_does_not_redo_what_an_earlier_summary_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary whose cycle grows computes again only what it computed itself: the summaries an
+    earlier class finished are final (they reached their own fixed point) and are not walked again,
+    and every verdict is the one a fresh analysis of that class alone gives."""
+    from codemods.engine import effectwalk
+    from codemods.engine.codeindex import Tree
+    from codemods.engine.effects import Analysis
+    from codemods.engine.verdicts import layer_classes, verdict
+
+    tree_files = {**files(), "keras/src/layers/recursive.py": textwrap.dedent(RECURSIVE_PY).lstrip()}
+    walked: list[str] = []
+    go = effectwalk._W.go
+
+    def counted(self: effectwalk._W) -> None:
+        walked.append(self.fn.key)
+        go(self)
+
+    monkeypatch.setattr(effectwalk._W, "go", counted)
+    tree = Tree(tree_files, "torch")
+    classes = {c.key.rpartition(".")[2]: c for c in layer_classes(tree)}
+    shared = Analysis(tree)
+    first = verdict(shared, classes["First"])
+    assert walked.count("keras.src.layers.recursive.countdown") >= 2  # its cycle needed a second round
+    walked.clear()
+    second = verdict(shared, classes["Second"])
+    assert walked.count("keras.src.layers.recursive.ping") >= 2
+    assert "keras.src.layers.recursive.countdown" not in walked  # (its summary for those arguments is final)
+    assert "keras.src.ops.numpy.add" not in walked
+    for name, found in (("First", first), ("Second", second)):
+        alone = Tree(tree_files, "torch")
+        assert found == verdict(Analysis(alone), next(c for c in layer_classes(alone) if c.key.endswith("." + name)))

@@ -30,7 +30,7 @@ from typing import Any
 import keras
 import numpy as np
 import pytest
-from hypothesis import given, reject
+from hypothesis import assume, given, reject
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
@@ -296,6 +296,13 @@ def test_like_upstream_property(rank: int, data: Any, kind: str, dtype: str, gra
     shape = (data.draw(st.integers(0, 3)), *spatial, channels)
     if data_format == "channels_first":
         shape = (shape[0], channels, *spatial)
+    # torch's CPU conv3d in float16 or bfloat16 may crash the interpreter (a segfault, plain torch
+    # alike: `conv3d(x, k, padding="same", dilation=2)` with x of spatial shape (1, 3, 2)) when a
+    # dilated kernel spans more than a spatial size under "same" padding: upstream crashes as the
+    # fork does, so there is nothing to compare, and the crash would take the suite down.
+    extent = (size - 1) * dilation + 1
+    assume(not (rank == 5 and dtype in ("float16", "bfloat16") and padding == "same" and dilation > 1
+                and min(spatial) < extent))
 
     def make() -> tuple[Any, Any]:
         return (layout(shape, kind, dtype, requires_grad=inputs_grad and grad),

@@ -23,6 +23,7 @@ from codemods.engine import (
     Outcome,
     Patch,
     Sources,
+    Store,
     forget_trees,
     switching,
 )
@@ -67,6 +68,7 @@ SERIES_PACKAGES = (
     "codemods.torch_compile_dynamic_batch",
     "codemods.standardize_dtype_memo",
     "codemods.dense_kernel_fast_path",
+    "codemods.layer_call_proven_steps",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).
@@ -208,8 +210,12 @@ def run(
     *,
     release: str | None = None,
     series: Sequence[Patch] | None = None,
+    listing: Callable[[], Iterable[str]] | None = None,
+    store: Store | None = None,
 ) -> SeriesResult:
     """Check and apply the `selected` patches, in order, to the tree `read` gives (in memory).
+    `listing` and `store` are handed to the patches (`Sources`): the tree's files, and where a
+    patch may keep what it derives from them.
 
     Every patch is checked on the tree as the patches before it left it. A drift is recorded,
     not raised (the caller reports them all); the patches after a drifted one that share its
@@ -218,7 +224,7 @@ def run(
     """
     with _without_cyclic_gc():
         try:
-            return _run(read, selected, release, series)
+            return _run(read, selected, release, series, listing, store)
         finally:
             forget_trees()  # the run's trees go with its Sources (freed while the collector is paused)
 
@@ -238,7 +244,8 @@ def _without_cyclic_gc() -> Iterator[None]:
 
 
 def _run(
-    read: Callable[[str], str | None], selected: Sequence[Patch], release: str | None, series: Sequence[Patch] | None
+    read: Callable[[str], str | None], selected: Sequence[Patch], release: str | None, series: Sequence[Patch] | None,
+    listing: Callable[[], Iterable[str]] | None = None, store: Store | None = None,
 ) -> SeriesResult:
     switched: set[str] = set()
 
@@ -250,7 +257,7 @@ def _run(
             return switching.unswitch(text)
         return text
 
-    sources = Sources(unswitched)
+    sources = Sources(unswitched, listing, store)
     result = SeriesResult(_parse_release(release))
     outcomes: dict[str, Outcome] = {}
     chosen = {p.name for p in selected}

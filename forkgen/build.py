@@ -81,7 +81,8 @@ def make_provenance(
         # Every patch of the selection with its outcome on this release, in series order.
         "patches": [
             {"name": p.name, "version": p.version, "outcome": p.outcome, "origin": p.origin, "forwarded": p.forwarded,
-             "files": list(p.files), **({"switch": switched[p.name]} if p.name in switched else {})}
+             "files": list(p.files), **({"switch": switched[p.name]} if p.name in switched else {}),
+             **({"facts": dict(p.facts)} if p.facts else {})}
             for p in analysis.patches
         ],
         "series_label": analysis.label,

@@ -8,20 +8,16 @@ The tree is read as `forkgen report` reads it (`report.read_tree`: parsed, never
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codemods.engine import STEPS, ClassVerdict, Verdicts
+from codemods.engine import STEPS, ClassVerdict, Verdicts, deep
 from codemods.engine import analyse_effects as analyse
 from forkgen.report import read_tree
 
 #: Keras's backends, whose modules the analysis resolves for one of them.
 BACKENDS = ("torch", "jax", "tensorflow", "numpy")
-#: The analysis follows deep call chains (a layer's call() down to a backend's conversions).
-_RECURSION = 40_000
-_STACK = 512 * 1024 * 1024
 
 
 @dataclass
@@ -63,31 +59,10 @@ def effects(root: Path, backend: str = "torch", progress: bool = True) -> Effect
         if progress:
             print(f"\ranalysing {done + 1}/{total}: {name[:70]:70s}", end="", file=sys.stderr, flush=True)
 
-    result: list[Verdicts] = []
-    failed: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            result.append(analyse(files, backend, tell))
-        except BaseException as error:  # re-raised in the caller's thread
-            failed.append(error)
-
-    # Deep call chains: a large recursion limit, on a thread with a stack to match.
-    limit, size = sys.getrecursionlimit(), threading.stack_size()
-    sys.setrecursionlimit(max(limit, _RECURSION))
-    threading.stack_size(_STACK)
-    try:
-        thread = threading.Thread(target=work, name="forkgen-effects")
-        thread.start()
-        thread.join()
-    finally:
-        threading.stack_size(size)
-        sys.setrecursionlimit(limit)
+    verdicts = deep(lambda: analyse(files, backend, tell))
     if progress:
         print("\r" + " " * 90 + "\r", end="", file=sys.stderr, flush=True)
-    if failed:
-        raise failed[0]
-    return EffectsReport(str(root), result[0])
+    return EffectsReport(str(root), verdicts)
 
 
 __all__ = ["BACKENDS", "STEPS", "EffectsReport", "effects"]

@@ -50,6 +50,8 @@ class PatchOutcome:
     #: DEP-3 Origin and Forwarded.
     origin: str
     forwarded: str
+    #: What the patch found worth recording in the provenance (e.g. how many classes its table proves).
+    facts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

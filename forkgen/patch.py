@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +18,7 @@ from codemods.stamp_version import VERSION_PY, read_version
 from forkgen import locking
 from forkgen.cmd import log
 from forkgen.errors import UpstreamDriftError, UsageError
-from forkgen.fetch import tree_digest
+from forkgen.fetch import default_cache_dir, tree_digest
 from forkgen.model import Analysis, PatchedTree, PatchOutcome
 
 
@@ -34,6 +38,52 @@ def require_keras_tree(root: Path) -> None:
     if len(inner) == 1:
         hint = f"did you mean {inner[0]}? " + hint
     raise UsageError(f"{root} is not a Keras source tree (it has no keras/src/)", hint=hint)
+
+
+class DerivedStore:
+    """What the series derives from a tree (`codemods.engine.Store`), as files under `root`
+    (`$FORKGEN_CACHE_DIR/derived`): written atomically (a private file renamed into place, so
+    concurrent runs see a whole entry or none); a directory that cannot be read or written is
+    passed by (the patch derives again)."""
+
+    KEY = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        if not self.KEY.fullmatch(key) or ".." in key.split("/"):
+            raise ValueError(f"not a key of the derived store: {key!r}")
+        return self.root / key
+
+    def get(self, key: str) -> str | None:
+        try:
+            return self._path(key).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def put(self, key: str, text: str) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=".", suffix=".tmp",
+                                             delete=False) as f:
+                f.write(text)
+        except OSError:
+            return
+        try:
+            os.replace(f.name, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(f.name)
+
+
+def _listing(root: Path) -> Callable[[], list[str]]:
+    """The tree's Python files, relative (what a patch analysing the whole tree reads)."""
+    def listing() -> list[str]:
+        return [p.relative_to(root).as_posix() for p in (root / "keras").rglob("*.py") if p.is_file()]
+
+    return listing
 
 
 def _reader(root: Path) -> Callable[[str], str | None]:
@@ -65,7 +115,8 @@ def analyze_series(root: Path, selected: Sequence[Patch] | None = None) -> Analy
             f"upstream drift: {root}: no {LAYER_PY}",
             hint="this Keras tree keeps Layer elsewhere: pin a release forkgen supports",
         )
-    result = series.run(_reader(root), chosen, release=release, series=series.load_series())
+    result = series.run(_reader(root), chosen, release=release, series=series.load_series(),
+                        listing=_listing(root), store=DerivedStore(default_cache_dir() / "derived"))
     if result.present_but_unselected:
         raise UsageError(
             f"{root} already carries {', '.join(result.present_but_unselected)}, which the selection leaves out; "
@@ -84,6 +135,7 @@ def analyze_series(root: Path, selected: Sequence[Patch] | None = None) -> Analy
             codemods=tuple(r.patch.codemod_versions().items()),
             origin=r.patch.headers.origin,
             forwarded=r.patch.headers.forwarded,
+            facts=tuple(sorted(r.check.facts.items())),
         )
         for r in result.results
     )

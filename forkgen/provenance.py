@@ -174,8 +174,9 @@ class Inspection:
             "training fast path: " + ("yes" if training else "no" if training is False
                                       else "not recorded (built before forkgen 0.2)"),
             "patches:",
-            *(f"  {item['name']} {item['version']}: {item['outcome']}  (origin: {item['origin']})"
-              for item in data.get("patches", [])),
+            *(line for item in data.get("patches", [])
+              for line in (f"  {item['name']} {item['version']}: {item['outcome']}  (origin: {item['origin']})",
+                           *(f"    {key}: {value}" for key, value in sorted(item.get("facts", {}).items())))),
             *([f"series label:     {data['series_label']}"] if "series_label" in data else []),
             "codemods:",
             *(f"  {name} {version}" for name, version in sorted(data.get("codemods", {}).items())),

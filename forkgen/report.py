@@ -33,6 +33,7 @@ from codemods.engine import (
     CodeClass,
     CodeTree,
     Parameter,
+    analysed,
     switching,
 )
 from codemods.stamp_version import VERSION_PY, read_version
@@ -213,11 +214,6 @@ def build_report(files: Mapping[str, str], source: str = "") -> Report:
     return Report(source, version, analysis.variant, applied, rules.base_pieces, layers, tuple(sorted(tree.skipped)))
 
 
-def _is_test_file(relative: str) -> bool:
-    name = relative.rsplit("/", 1)[-1]
-    return name.endswith("_test.py") or name in ("test_utils.py", "conftest.py") or relative.startswith("keras/src/testing/")
-
-
 def read_tree(root: Path) -> dict[str, str]:
     """`{relative path: text}` of `root/keras/src/**/*.py`, tests and test utilities left out, the
     fork's run-time switches taken out (`switching.unswitch`)."""
@@ -232,7 +228,7 @@ def read_tree(root: Path) -> dict[str, str]:
     # A module the fork switched is read as the series left it (its upstream copies are not code
     # the report is about).
     return {rel: switching.unswitch(p.read_bytes().decode("utf-8", errors="replace"))
-            for p, rel in relatives if not _is_test_file(rel)}
+            for p, rel in relatives if analysed(rel)}
 
 
 def report(root: Path) -> Report:

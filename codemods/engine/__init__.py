@@ -183,6 +183,7 @@ from codemods.engine.cases import (
 )
 from codemods.engine.codeindex import Class as CodeClass
 from codemods.engine.codeindex import Tree as CodeTree
+from codemods.engine.codeindex import analysed
 from codemods.engine.command import DeclaredCommand
 from codemods.engine.declared import DeclaredPatch
 from codemods.engine.edits import (
@@ -228,6 +229,7 @@ from codemods.engine.patch import (
     Outcome,
     Patch,
     Sources,
+    Store,
     forget_trees,
 )
 from codemods.engine.pattern import MANY, ONE, VALUE, Pattern, compile_either, compile_pattern
@@ -242,17 +244,27 @@ from codemods.engine.report import (
     Parameter,
 )
 from codemods.engine.tree import PLACEHOLDER, block, marker, statements, walk
-from codemods.engine.verdicts import STEPS, ClassVerdict, StepVerdict, Verdicts
+from codemods.engine.verdicts import (
+    STEP_BITS,
+    STEPS,
+    ClassVerdict,
+    ProvenClass,
+    StepVerdict,
+    Verdicts,
+    deep,
+    proven_cached,
+)
 from codemods.engine.verdicts import analyse as analyse_effects
 
 __all__ = [
-    "STEPS", "ClassVerdict", "CodeClass", "CodeTree", "StepVerdict", "Verdicts", "analyse_effects",
+    "STEP_BITS", "STEPS", "ClassVerdict", "CodeClass", "CodeTree", "ProvenClass", "StepVerdict", "Verdicts", "analyse_effects",
+    "analysed", "deep", "proven_cached",
     "DTYPES_PY", "LAYER_PY", "LOSS_PY", "NIGHTLY_TORCH_NN_PY", "REDUCTION_METRICS_PY", "TORCH_NN_PY", "TORCH_TRAINER_PY",
     "TORCHTREE_PY", "VARIABLES_PY",
     "MANY", "NIGHTLY_TORCH_CORE_PY", "ONE", "PLACEHOLDER", "TORCH_CORE_MOVED", "TORCH_CORE_PY", "TREE_CACHES", "VALUE",
     "AddElse", "Analysis", "applied_piece", "block", "Anchor", "AnchorDrift", "AnchorReport", "Append", "Case", "Check", "DeclaredCommand",
     "DeclaredPatch", "Details", "Edit", "FileAnalysis", "Headers", "Helper", "InsertAfter", "InsertBefore", "Mutant",
-    "Occurrence", "Outcome", "Patch", "Pattern", "Prepend", "Replace", "ReplaceExpression", "Sources", "State", "Unwrap",
+    "Occurrence", "Outcome", "Patch", "Pattern", "Prepend", "Replace", "ReplaceExpression", "Sources", "State", "Store", "Unwrap",
     "Wrap", "WrapBody", "compile_either", "compile_pattern", "examples", "forget_trees", "imports_of", "lines", "marker",
     "names_of", "piece_text", "replace_once", "statements", "Behaviour", "behaviours", "run_module", "template_pieces", "walk",
     "KEYWORD_ONLY", "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_KEYWORD", "VAR_POSITIONAL", "CallRules",

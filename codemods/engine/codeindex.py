@@ -22,6 +22,14 @@ BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 #: Special methods that run when an object is made, not when it is used.
 CONSTRUCTION = frozenset({"__init__", "__new__", "__init_subclass__", "__class_getitem__", "__set_name__",
                           "__post_init__", "__call__", "__enter__", "__exit__", "__aenter__", "__aexit__"})
+def analysed(relative: str) -> bool:
+    """Whether the file at `relative` (a path of the tree) is Keras's own code the index reads:
+    `keras/src/**/*.py`, tests and test utilities left out."""
+    name = relative.rsplit("/", 1)[-1]
+    return (relative.startswith("keras/src/") and relative.endswith(".py") and not name.endswith("_test.py")
+            and name not in ("test_utils.py", "conftest.py") and not relative.startswith("keras/src/testing/"))
+
+
 @dataclass(frozen=True)
 class Function:
     """A `def` (or `lambda`) of the tree: `qualname` in `module`, at `path`."""

@@ -37,11 +37,15 @@ class DeclaredCommand(VisitorBasedCodemodCommand):
 
     PATCH: ClassVar[DeclaredPatch]
 
-    def __init__(self, context: CodemodContext, analysis: FileAnalysis | None = None) -> None:
+    def __init__(self, context: CodemodContext, analysis: FileAnalysis | None = None,
+                 patch: DeclaredPatch | None = None) -> None:
         """`analysis`: the patch's analysis of the module to transform, when the caller made it
-        (the series hands over its check's: the module is then not analysed again)."""
+        (the series hands over its check's: the module is then not analysed again); `patch`: the
+        instance that plans the edits (the series' own, whose `fill` may use what its `apply`
+        derived from the whole tree; default `PATCH`)."""
         Codemod.__init__(self, context)  # without MatcherDecoratableTransformer's initialisation
         self._given = analysis
+        self._planner = patch or self.PATCH
         self._path: set[int] = set()
         self._plan: dict[int, Callable[[Any], Any]] = {}
 
@@ -75,7 +79,7 @@ class DeclaredCommand(VisitorBasedCodemodCommand):
                 raise SkipFile(f"{patch.name}: upstream's already ({(upstream or (patch.details.upstream,))[0]})")
         if not analysis.todo:
             raise SkipFile(f"{self.PATCH.name}: applied already")
-        self._path, self._plan = self.PATCH.plan(analysis)
+        self._path, self._plan = self._planner.plan(analysis)
         return super().transform_module_impl(tree)
 
     def transform_module(self, tree: cst.Module) -> cst.Module:

@@ -491,7 +491,7 @@ class DeclaredPatch(Patch):
     def apply(self, sources: Sources) -> None:
         for analysis in self.analyze(sources).files:
             if analysis.todo:
-                command = self.command(CodemodContext(filename=analysis.path), analysis)
+                command = self.command(CodemodContext(filename=analysis.path), analysis, self)
                 sources.replace(analysis.path, command.transform_module(sources.module(analysis.path)))
 
     # -- editing

@@ -96,6 +96,8 @@ class _W(Flow):
             return
         self.locals_types()
         self.recording = True
+        # Its bare names are read from its module's globals: a module the verdict relies on too.
+        self.add(f"module:{self.fn.module}", self.fn.node, "its globals")
         for stmt in body:
             self.stmt(stmt)
 

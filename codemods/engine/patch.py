@@ -17,9 +17,9 @@ import abc
 import ast
 import enum
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import libcst as cst
 from libcst.codemod import VisitorBasedCodemodCommand
@@ -98,14 +98,30 @@ class Check:
     facts: Mapping[str, str] = field(default_factory=dict)
 
 
+class Store(Protocol):
+    """Where a patch keeps what it derives from a tree, as text under a key (letters, digits,
+    `-`, `_`, `.` and `/`): forkgen's keeps files under its cache (`forkgen/patch.py`). Each method
+    may fail quietly: `get` gives None, `put` keeps nothing."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, key: str, text: str) -> None: ...
+
+
 class Sources:
     """The files of one tree that the series reads and rewrites, each parsed at most once.
 
-    `read(path)` gives a file's text, or None when the tree has no such file.
+    `read(path)` gives a file's text, or None when the tree has no such file; `listing()`, where
+    given, the relative path of every file of the tree (`paths`); `store`, where given, where a
+    patch may keep what it derives from the tree, keyed by what it was derived from (`Store`).
     """
 
-    def __init__(self, read: Callable[[str], str | None]) -> None:
+    def __init__(self, read: Callable[[str], str | None], listing: Callable[[], Iterable[str]] | None = None,
+                 store: Store | None = None) -> None:
         self._read = read
+        self._listing = listing
+        self._paths: tuple[str, ...] | None = None
+        self.store = store
         self._texts: dict[str, str | None] = {}
         self._modules: dict[str, cst.Module] = {}
         self._trees: dict[str, ast.Module] = {}
@@ -120,6 +136,17 @@ class Sources:
         if key not in self.memo:
             self.memo[key] = compute()
         return cast(T, self.memo[key])
+
+    def paths(self) -> tuple[str, ...]:
+        """Every file of the tree, relative, sorted (none where the tree was given file by file:
+        a codemod run on one file)."""
+        if self._paths is None:
+            self._paths = tuple(sorted(self._listing())) if self._listing is not None else ()
+        return self._paths
+
+    def original(self, path: str) -> str | None:
+        """The text of `path` as the tree has it, before any patch of this run changed it."""
+        return self._texts[path] if path in self._texts and path not in self.changed else self._read(path)
 
     def exists(self, path: str) -> bool:
         return path in self._modules or self.text(path) is not None  # a parsed file: no need to render it

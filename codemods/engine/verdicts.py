@@ -17,13 +17,21 @@ modules it read (`modules`) those of import time.
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from .codeindex import Class, Function, Tree
 from .effects import Analysis, of_class, stored_candidates, summary
 from .effectvalues import Effect
+from .patch import Store
+
+T = TypeVar("T")
 
 #: The steps of `Layer.__call__` a verdict is about, and the global-state keys through which each
 #: provides what it provides.
@@ -174,3 +182,114 @@ def analyse(files: Mapping[str, str], backend: str = "torch",
             progress(i, len(classes), cls.key)
         out.classes.append(verdict(analysis, cls))
     return out
+
+
+# -- the verdicts as a patch reads them -------------------------------------------------------------
+
+#: Each step's bit in a proven class's flags (`ProvenClass.steps`).
+STEP_BITS = {"name scope": 1, "call context": 2, "autocast": 4}
+#: The run-time facts a verdict may assume that the patch reading it checks (`ClassVerdict.assumes`):
+#: a class whose verdict assumes another is left out of the table.
+CHECKED_ASSUMPTIONS = frozenset({"eager inputs", "initialized variables", "plain dtype policy"})
+#: The code the verdicts are derived by: a cached table is valid only for the same code.
+_ANALYSIS_MODULES = ("codeindex.py", "effects.py", "effectflow.py", "effectvalues.py", "effectwalk.py", "verdicts.py")
+#: Deep call chains: the analysis runs on a thread with a large stack and recursion limit.
+_RECURSION = 40_000
+_STACK = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProvenClass:
+    """What a patch needs of one class's verdict: the steps it may skip (STEP_BITS), the names no
+    instance attribute may shadow (`call` and the plain methods the summary reached), the modules
+    whose attributes must be those of import time, and the run-time conditions on stored callables,
+    each (attribute, the steps' bits it conditions, the functions it may be)."""
+
+    steps: int
+    methods: tuple[str, ...]
+    modules: tuple[str, ...]
+    conditions: tuple[tuple[str, int, tuple[str, ...]], ...]
+
+    def to_json(self) -> list[Any]:
+        return [self.steps, list(self.methods), list(self.modules),
+                [[attr, bits, list(fns)] for attr, bits, fns in self.conditions]]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> ProvenClass:
+        steps, methods, modules, conditions = data
+        return cls(int(steps), tuple(methods), tuple(modules),
+                   tuple((str(attr), int(bits), tuple(fns)) for attr, bits, fns in conditions))
+
+
+def proven(verdicts: Verdicts) -> dict[str, ProvenClass]:
+    """The classes that may skip at least one step, by class key, as a patch checks them; a class
+    whose verdict assumes a run-time fact outside CHECKED_ASSUMPTIONS is left out."""
+    out = {}
+    for c in verdicts.classes:
+        bits = sum(STEP_BITS[s.step] for s in c.steps if s.skip)
+        if not bits or not set(c.assumes) <= CHECKED_ASSUMPTIONS:
+            continue
+        by_attr: dict[tuple[str, tuple[str, ...]], int] = {}
+        for s in c.steps:
+            for attr, fns in s.conditions if s.skip else ():
+                by_attr[(attr, fns)] = by_attr.get((attr, fns), 0) | STEP_BITS[s.step]
+        conditions = tuple(sorted((attr, b, fns) for (attr, fns), b in by_attr.items()))
+        out[c.key] = ProvenClass(bits, tuple(sorted({"call", *c.methods})), c.modules, conditions)
+    return out
+
+
+def deep(work: Callable[[], T]) -> T:
+    """`work()` on a thread with a large stack and recursion limit (the analysis follows deep call
+    chains: a layer's call() down to a backend's conversions); its exception re-raised here."""
+    result: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as error:  # re-raised in the caller's thread
+            failed.append(error)
+
+    limit, size = sys.getrecursionlimit(), threading.stack_size()
+    sys.setrecursionlimit(max(limit, _RECURSION))
+    threading.stack_size(_STACK)
+    try:
+        thread = threading.Thread(target=run, name="forkgen-effects")
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(size)
+        sys.setrecursionlimit(limit)
+    if failed:
+        raise failed[0]
+    return result[0]
+
+
+def analysis_digest() -> str:
+    """sha256 of the analysis's own code (a cached result of another analysis is not used)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in _ANALYSIS_MODULES:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def proven_cached(files: Mapping[str, str], backend: str, store: Store | None) -> dict[str, ProvenClass]:
+    """`proven(analyse(files, backend))`, kept in `store` (None: not kept) under the sha256 of the
+    files, the backend and the analysis's own code; what the store gives back that does not read
+    as a table is computed again."""
+    digest = hashlib.sha256()
+    digest.update(f"{backend}\0{analysis_digest()}\0".encode())
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + files[path].encode("utf-8", errors="surrogatepass") + b"\0")
+    key = f"proven-steps/{digest.hexdigest()}.json"
+    kept = store.get(key) if store is not None else None
+    if kept is not None:
+        try:
+            return {k: ProvenClass.from_json(v) for k, v in json.loads(kept).items()}
+        except (ValueError, TypeError, AttributeError):
+            pass
+    table = proven(deep(lambda: analyse(files, backend)))
+    if store is not None:
+        store.put(key, json.dumps({k: v.to_json() for k, v in sorted(table.items())}, sort_keys=True))
+    return table

@@ -198,6 +198,8 @@ def environment(kind: str, backend: str, requirements: list[str], replaces: str 
     marker = env / "forkgen-bench-requirements.json"
     # A local wheel counts by its contents: a rebuilt wheel at the same path is a new environment.
     identity = [hashlib.sha256(Path(r).read_bytes()).hexdigest() if r.endswith(".whl") else r for r in requirements]
+    # The interpreter too: FORKGEN_PYTHON=3.12 measures every build on 3.12, none on an older env.
+    identity.append(f"python {sys.version}")
     if replaces:
         identity.append(f"replaces {replaces}")
     if marker.is_file() and json.loads(marker.read_text()) == identity:

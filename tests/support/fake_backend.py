@@ -74,5 +74,10 @@ backend = types.SimpleNamespace(
     backend=lambda: "numpy",
     get_keras_mask=_get_keras_mask,
     set_keras_mask=_set_keras_mask,
+    get_autocast_scope=lambda: None,  # no autocast scope open: the layer's dtypes agree
+    AutocastScope=None,
 )
 tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten, map_structure=_map_structure)
+#: What layer.py reads of Keras's global state and distribution: nothing set, no distribution.
+global_state = types.SimpleNamespace(get_global_attribute=lambda name, default=None, set_to_default=False: default)
+distribution_lib = types.SimpleNamespace(distribution=lambda: None)

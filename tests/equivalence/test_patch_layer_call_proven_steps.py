@@ -218,6 +218,20 @@ def test_a_subclass_a_shadowed_call_and_a_stored_function_get_no_proof() -> None
     assert result[1][4]  # what the stored function and the shadowing call saw
 
 
+def test_a_subclass_named_as_its_proven_base_gets_no_proof() -> None:
+    """The table is keyed by module and qualname; a class that is not the one found there under
+    its own name (a subclass renamed to its base's name) is not proven."""
+    imposter = type("Dense", (DenseReadingThePath,), {})
+    imposter.__module__, imposter.__qualname__ = keras.layers.Dense.__module__, keras.layers.Dense.__qualname__
+
+    def scenario() -> Any:
+        layer = imposter(2, name="imposter")
+        return layer(x()), layer(x()), layer.saw
+
+    result, taken = both(scenario)
+    assert taken["Dense"] == 0 and result[1][2][-1][1]  # its call() saw the open call context
+
+
 @pytest.mark.real_watcher
 @pytest.mark.skipif(WATCHER, reason="this interpreter has a dict watcher")
 def test_without_a_dict_watcher_no_class_is_proven() -> None:

@@ -16,6 +16,21 @@ ratio compares the same work.
   `F.scaled_dot_product_attention` with scale `1/sqrt(key_dim)`, a softmax over the keys, which
   is what Keras's MultiHeadAttention calls on torch when it has no attention dropout),
   `LayerNorm(eps=1e-3)` (Keras's default epsilon), `Dropout`, `Linear`.
+- the ConvNet (`cases.convnet()`) -> `ConvNet`: it takes the Keras model's channels-last images
+  and permutes them to torch's channels-first once; `Conv2D` kernels `(kh, kw, in, out)` become
+  `Conv2d` weights `(out, in, kh, kw)` ("same" padding of a 3x3 kernel: padding 1);
+  `BatchNormalization` -> `BatchNorm2d` with its moving statistics, Keras's epsilon (1e-3) and
+  momentum (torch's is `1 - 0.99`); `MaxPooling2D()` -> `MaxPool2d(2)`;
+  `GlobalAveragePooling2D` -> a mean over the spatial axes.
+- the KV-cached decoder (`cases.kv_decoder()`) -> `KVDecoder`: token and position embeddings
+  (the position rows from `cache_update_index` on), pre-norm blocks (`LayerNorm(eps=1e-5)`,
+  causal self-attention over the key/value cache with the padding mask,
+  `F.scaled_dot_product_attention` with a boolean mask where Keras takes `Softmax(mask=)` of
+  the scaled scores: no row is wholly masked, so the two agree; a GELU feedforward (exact GELU,
+  Keras's default)), a final LayerNorm and the tied head (the token embedding transposed).
+  `forward(token_ids, padding_mask, cache=None, cache_update_index=None)` returns the logits, or
+  `(logits, cache)` with a cache: the new keys and values written into a copy of the cache, as
+  Keras's `ops.slice_update` does on torch.
 - the optimizer: `torch.optim.Adam(lr=0.001, betas=(0.9, 0.999))`, Keras's Adam defaults. Keras
   adds its epsilon (1e-7) to `sqrt(v)` before the bias correction, torch after it: the twin
   sets torch's `eps` to `1e-7 / sqrt(1 - 0.999**t)` before step `t`, which makes torch's update
@@ -147,6 +162,167 @@ def transformer(model: Any) -> Transformer:
             norm.weight.copy_(weight(keras_norm.gamma))
             norm.bias.copy_(weight(keras_norm.beta))
     twin.hidden, twin.projection, twin.head = linear(hidden), linear(projection), linear(head)
+    return twin
+
+
+class ConvNet(nn.Module):
+    """`cases.convnet()` in torch.nn: (Conv2d, BatchNorm2d, ReLU, MaxPool2d) x 2, a spatial mean,
+    the classifier; it takes channels-last images as the Keras model does."""
+
+    def __init__(self, channels: tuple[int, ...], classes: int, kernel: int = 3,
+                 epsilon: float = 1e-3, momentum: float = 0.99) -> None:
+        super().__init__()
+        blocks: list[nn.Module] = []
+        for before, after in zip(channels[:-1], channels[1:], strict=True):
+            blocks += [nn.Conv2d(before, after, kernel, padding=kernel // 2),
+                       nn.BatchNorm2d(after, eps=epsilon, momentum=1.0 - momentum), nn.ReLU(), nn.MaxPool2d(2)]
+        self.features = nn.Sequential(*blocks)
+        self.classifier = nn.Linear(channels[-1], classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.features(images.permute(0, 3, 1, 2))
+        return self.classifier(x.mean(dim=(2, 3)))
+
+
+def convnet(model: Any) -> ConvNet:
+    """`cases.convnet()`'s Keras model -> `ConvNet` with its weights and moving statistics."""
+    import keras
+
+    def of(kind: type) -> list[Any]:
+        return [layer for layer in model.layers if isinstance(layer, kind)]
+
+    convolutions, norms = of(keras.layers.Conv2D), of(keras.layers.BatchNormalization)
+    (dense,) = of(keras.layers.Dense)
+    for conv in convolutions:
+        if conv.padding != "same" or tuple(conv.strides) != (1, 1) or conv.kernel_size[0] % 2 != 1:
+            raise TypeError("the ConvNet twin knows stride-1 'same' convolutions of odd kernels only")
+    first = weight(convolutions[0].kernel)  # (kh, kw, in, out)
+    channels = (first.shape[2], *(weight(conv.kernel).shape[3] for conv in convolutions))
+    twin = ConvNet(channels, dense.units, kernel=first.shape[0], epsilon=norms[0].epsilon,
+                   momentum=norms[0].momentum)
+    convs = [m for m in twin.features if isinstance(m, nn.Conv2d)]
+    batch_norms = [m for m in twin.features if isinstance(m, nn.BatchNorm2d)]
+    with torch.no_grad():
+        for conv, keras_conv in zip(convs, convolutions, strict=True):
+            conv.weight.copy_(weight(keras_conv.kernel).permute(3, 2, 0, 1))
+            conv.bias.copy_(weight(keras_conv.bias))
+        for norm, keras_norm in zip(batch_norms, norms, strict=True):
+            norm.weight.copy_(weight(keras_norm.gamma))
+            norm.bias.copy_(weight(keras_norm.beta))
+            norm.running_mean.copy_(weight(keras_norm.moving_mean))
+            norm.running_var.copy_(weight(keras_norm.moving_variance))
+    twin.classifier = linear(dense)
+    return twin
+
+
+class DecoderBlock(nn.Module):
+    """A pre-norm decoder block over a key/value cache: causal self-attention, a GELU feedforward."""
+
+    def __init__(self, width: int, heads: int, hidden: int, epsilon: float = 1e-5) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, width // heads
+        self.attention_norm = nn.LayerNorm(width, eps=epsilon)
+        self.query = nn.Linear(width, width)
+        self.key = nn.Linear(width, width)
+        self.value = nn.Linear(width, width)
+        self.attention_output = nn.Linear(width, width)
+        self.feedforward_norm = nn.LayerNorm(width, eps=epsilon)
+        self.hidden = nn.Linear(width, hidden)
+        self.projection = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor | None = None,
+                index: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`mask`: (batch, queries, keys), True where a query sees a key. `cache`: this block's
+        (batch, 2, max_length, heads, head_dim)."""
+        batch, length, width = x.shape
+        normed = self.attention_norm(x)
+
+        def split(projected: torch.Tensor) -> torch.Tensor:  # (batch, length, heads, head_dim)
+            return projected.view(batch, length, self.heads, self.head_dim)
+
+        query, key, value = split(self.query(normed)), split(self.key(normed)), split(self.value(normed))
+        if cache is not None:
+            key_cache, value_cache = cache[:, 0].clone(), cache[:, 1].clone()
+            key_cache[:, index:index + length] = key
+            value_cache[:, index:index + length] = value
+            key, value = key_cache, value_cache
+            cache = torch.stack((key, value), dim=1)
+        attended = F.scaled_dot_product_attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                                  attn_mask=mask.unsqueeze(1), scale=1.0 / math.sqrt(self.head_dim))
+        x = x + self.attention_output(attended.transpose(1, 2).reshape(batch, length, width))
+        x = x + self.projection(F.gelu(self.hidden(self.feedforward_norm(x))))
+        return x, cache
+
+
+class KVDecoder(nn.Module):
+    """`cases.kv_decoder()` in torch.nn: token and position embeddings, decoder blocks over a
+    key/value cache, a final LayerNorm, the tied head."""
+
+    def __init__(self, vocabulary: int, max_length: int, width: int, heads: int, hidden: int, blocks: int,
+                 epsilon: float = 1e-5) -> None:
+        super().__init__()
+        self.token_embedding = nn.Embedding(vocabulary, width)
+        self.position_embedding = nn.Parameter(torch.zeros(max_length, width))
+        self.blocks = nn.ModuleList(DecoderBlock(width, heads, hidden, epsilon) for _ in range(blocks))
+        self.norm = nn.LayerNorm(width, eps=epsilon)
+
+    def forward(self, token_ids: torch.Tensor, padding_mask: torch.Tensor, cache: torch.Tensor | None = None,
+                cache_update_index: int | None = None) -> Any:
+        """The logits, or `(logits, cache)` with a cache `(batch, blocks, 2, max_length, heads,
+        head_dim)`. `padding_mask`: the key positions that hold tokens (the cache's with one)."""
+        batch, length = token_ids.shape
+        index = cache_update_index or 0
+        x = self.token_embedding(token_ids) + self.position_embedding[index:index + length]
+        key_length = length if cache is None else cache.shape[3]
+        rows = torch.arange(length, device=x.device).unsqueeze(1) + index
+        mask = rows >= torch.arange(key_length, device=x.device).unsqueeze(0)
+        mask = mask.unsqueeze(0) & padding_mask.bool().unsqueeze(1)
+        caches = []
+        for i, block in enumerate(self.blocks):
+            x, block_cache = block(x, mask, None if cache is None else cache[:, i], index)
+            caches.append(block_cache)
+        logits = self.norm(x) @ self.token_embedding.weight.T
+        return logits if cache is None else (logits, torch.stack(caches, dim=1))
+
+
+def kv_decoder(model: Any) -> KVDecoder:
+    """`cases.kv_decoder()`'s Keras model -> `KVDecoder` with its weights."""
+    embeddings = model.embeddings
+    tokens = weight(embeddings.token_embedding.embeddings)  # (vocabulary, width)
+    positions = weight(embeddings.position_embedding.position_embeddings)  # (max_length, width)
+    blocks = model.transformer_layers
+    attention = blocks[0]._self_attention_layer
+    width = tokens.shape[1]
+    twin = KVDecoder(tokens.shape[0], positions.shape[0], width, attention.num_heads,
+                     blocks[0].intermediate_dim, len(blocks), epsilon=model.layer_norm.epsilon)
+
+    def norm(module: nn.LayerNorm, keras_norm: Any) -> None:
+        if keras_norm.epsilon != module.eps:
+            raise ValueError(f"LayerNormalization epsilon {keras_norm.epsilon}, the twin's {module.eps}")
+        module.weight.copy_(weight(keras_norm.gamma))
+        module.bias.copy_(weight(keras_norm.beta))
+
+    with torch.no_grad():
+        twin.token_embedding.weight.copy_(tokens)
+        twin.position_embedding.copy_(positions)
+        for block, keras_block in zip(twin.blocks, blocks, strict=True):
+            keras_attention = keras_block._self_attention_layer
+            for dense, projected in ((keras_attention._query_dense, block.query),
+                                     (keras_attention._key_dense, block.key),
+                                     (keras_attention._value_dense, block.value)):
+                projected.weight.copy_(weight(dense.kernel).reshape(width, width).T)
+                projected.bias.copy_(weight(dense.bias).reshape(width))
+            output = keras_attention._output_dense
+            block.attention_output.weight.copy_(weight(output.kernel).reshape(width, width).T)
+            block.attention_output.bias.copy_(weight(output.bias))
+            norm(block.attention_norm, keras_block._self_attention_layer_norm)
+            norm(block.feedforward_norm, keras_block._feedforward_layer_norm)
+            if getattr(keras_block._feedforward_intermediate_dense.activation, "__name__", None) != "gelu":
+                raise TypeError("the KV-decoder twin knows a GELU feedforward only")
+        norm(twin.norm, model.layer_norm)
+    for block, keras_block in zip(twin.blocks, blocks, strict=True):
+        block.hidden = linear(keras_block._feedforward_intermediate_dense)
+        block.projection = linear(keras_block._feedforward_output_dense)
     return twin
 
 

@@ -192,3 +192,121 @@ FAULTS = [
 @pytest.mark.parametrize(("case", "fault"), FAULTS, ids=[f"{case}-{fault.__name__}" for case, fault in FAULTS])
 def test_a_faulty_twin_fails_the_comparison(case: str, fault: Callable[[Any], None]) -> None:
     assert mismatches(case, fault) != {}
+
+
+# The ConvNet and the KV-cached decoder: twins of `nox -s bench -- --compile` (tests/bench/compile.py
+# compiles each beside its Keras model), compared on their forward in inference and, for the
+# decoder, one decode step with a key/value cache: the logits and the updated cache.
+
+def convnet_and_twin() -> tuple[Any, Any, dict[str, Any]]:
+    """`cases.convnet()` built by an eager call, its BatchNormalization moving statistics made
+    random (the initial ones, 0 and 1, would hide a twin that does not copy them), and its twin."""
+    rng = np.random.default_rng(7)
+    model = cases.convnet()
+    images = rng.standard_normal((cases.CONV_BATCH, cases.CONV_SIZE, cases.CONV_SIZE, 3)).astype("float32")
+    model(images, training=False)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_mean.assign(rng.normal(0.0, 0.3, layer.moving_mean.shape).astype("float32"))
+            layer.moving_variance.assign(rng.uniform(0.5, 2.0, layer.moving_variance.shape).astype("float32"))
+    return model, twins.convnet(model).eval(), {"images": images}
+
+
+def kv_decoder_and_twin() -> tuple[Any, Any, dict[str, Any]]:
+    """`cases.kv_decoder()` built by an eager call, its twin, and the inputs: a sequence whose
+    second row is padded at its end, and a decode step at `LM_PROMPT` over a random cache."""
+    rng = np.random.default_rng(7)
+    model = cases.kv_decoder()
+    tokens = rng.integers(0, cases.LM_VOCAB, (cases.LM_BATCH, cases.KV_SEQUENCE)).astype("int32")
+    mask = np.ones((cases.LM_BATCH, cases.KV_SEQUENCE), dtype="int32")
+    mask[1, -3:] = 0
+    model({"token_ids": tokens, "padding_mask": mask}, training=False)
+    cache = rng.standard_normal((cases.LM_BATCH, cases.LM_BLOCKS, 2, cases.LM_MAX_LENGTH, cases.LM_HEADS,
+                                 cases.LM_WIDTH // cases.LM_HEADS)).astype("float32")
+    row = np.arange(cases.LM_MAX_LENGTH) < cases.LM_PROMPT + 1
+    cache_mask = np.broadcast_to(row, (cases.LM_BATCH, cases.LM_MAX_LENGTH)).astype("bool")
+    inputs = {"tokens": tokens, "mask": mask, "token": tokens[:, :1], "cache_mask": cache_mask, "cache": cache}
+    return model, twins.kv_decoder(model).eval(), inputs
+
+
+def forward_mismatches(name: str, fault: Callable[[Any], None] | None = None) -> dict[str, float]:
+    """What differs beyond TOLERANCE between the Keras model `name` (convnet, kv_decoder) and its
+    twin, with `fault` applied to the twin first: {what: largest difference}."""
+    model, twin, inputs = convnet_and_twin() if name == "convnet" else kv_decoder_and_twin()
+    if fault is not None:
+        fault(twin)
+    found: dict[str, float] = {}
+
+    def compare(what: str, keras_value: Any, twin_value: Any) -> None:
+        keras_value, twin_value = array(keras_value), twin_value.detach().numpy()
+        gap = float("inf") if keras_value.shape != twin_value.shape else difference(keras_value, twin_value)
+        if not gap <= TOLERANCE:
+            found[what] = gap
+
+    t = {key: torch.as_tensor(value) for key, value in inputs.items()}
+    if name == "convnet":
+        compare("forward", model(inputs["images"], training=False), twin(t["images"]))
+        return found
+    compare("forward", model({"token_ids": inputs["tokens"], "padding_mask": inputs["mask"]}, training=False),
+            twin(t["tokens"], t["mask"]))
+    logits, cache = model({"token_ids": inputs["token"], "padding_mask": inputs["cache_mask"]},
+                          cache=keras.ops.convert_to_tensor(inputs["cache"]),
+                          cache_update_index=cases.LM_PROMPT, training=False)
+    twin_logits, twin_cache = twin(t["token"], t["cache_mask"], cache=t["cache"], cache_update_index=cases.LM_PROMPT)
+    compare("decode step: logits", logits, twin_logits)
+    compare("decode step: cache", cache, twin_cache)
+    return found
+
+
+@pytest.mark.parametrize("name", ["convnet", "kv_decoder"])
+def test_the_compile_bench_twin_computes_the_keras_forward(name: str) -> None:
+    assert forward_mismatches(name) == {}
+
+
+def spatial_kernel_transposed(twin: Any) -> None:
+    """Conv2D's kernel (kh, kw, in, out) permuted to (out, in, kw, kh)."""
+    with torch.no_grad():
+        for module in twin.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                module.weight.copy_(module.weight.transpose(2, 3).clone())
+
+
+def moving_statistics_not_copied(twin: Any) -> None:
+    for module in twin.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.reset_running_stats()
+
+
+def decoder_query_key_swapped(twin: Any) -> None:
+    for block in twin.blocks:
+        block.query, block.key = block.key, block.query
+
+
+def positions_reversed(twin: Any) -> None:
+    with torch.no_grad():
+        twin.position_embedding.copy_(twin.position_embedding.flip(0).clone())
+
+
+def cache_written_one_later(twin: Any) -> None:
+    """Each block writes the new keys and values one position after `cache_update_index`."""
+    for block in twin.blocks:
+        forward = block.forward
+        block.forward = lambda x, mask, cache=None, index=0, forward=forward: forward(x, mask, cache, index + 1)
+
+
+FORWARD_FAULTS = [
+    ("convnet", spatial_kernel_transposed),
+    ("convnet", moving_statistics_not_copied),
+    ("kv_decoder", decoder_query_key_swapped),
+    ("kv_decoder", positions_reversed),
+    ("kv_decoder", cache_written_one_later),
+]
+
+
+@pytest.mark.parametrize(("name", "fault"), FORWARD_FAULTS,
+                         ids=[f"{name}-{fault.__name__}" for name, fault in FORWARD_FAULTS])
+def test_a_faulty_compile_bench_twin_fails_the_comparison(name: str, fault: Callable[[Any], None]) -> None:
+    found = forward_mismatches(name, fault)
+    assert found != {}
+    if fault is cache_written_one_later:  # the sequence's forward has no cache: only the decode step differs
+        assert "forward" not in found and "decode step: cache" in found

@@ -874,10 +874,11 @@ def main() -> int:
                              "(one environment and one more timing per patch and case: long)")
     parser.add_argument("--compile", action="store_true",
                         help="instead of the timings: torch.compile on the bench models, upstream and the fork side "
-                             "by side (graphs, breaks and their reasons, fullgraph, recompiles, inductor timings; "
-                             "torch backend; tests/bench/compile_run.py)")
+                             "by side (graphs, breaks and their reasons, fullgraph, recompiles, guards, inductor "
+                             "timings, each beside the model's plain-PyTorch twin; torch backend; "
+                             "tests/bench/compile_run.py)")
     parser.add_argument("--compile-models", default=None,
-                        help="with --compile: comma-separated models (default: mlp,transformer,kv_decoder,convnet)")
+                        help="with --compile: comma-separated models (default: dense,mlp,transformer,kv_decoder,convnet)")
     parser.add_argument("--no-timing", action="store_true", help="with --compile: skip the inductor timings")
     parser.add_argument("--ceiling", action="store_true",
                         help="instead of the timings: the fork's Layer.__call__ with steps taken out, timed in its "

@@ -99,7 +99,8 @@ def as_is(compiled: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\(")
-_COMPONENT = re.compile(r"\.[A-Za-z_]\w*(?:\(\))?|\[[^\[\]]*\]")
+#: One step of a source: a closure cell (one step, not three), an attribute, a method call, an item.
+_COMPONENT = re.compile(r"\.__closure__\[\d+\]\.cell_contents|\.[A-Za-z_]\w*(?:\(\))?|\[[^\[\]]*\]")
 _ROOT = re.compile(r"(?:[LG]\[(['\"])(.*?)\1\]|[A-Za-z_]\w*)")
 
 
@@ -126,7 +127,8 @@ def guard_source(name: str, depth: int = 2) -> str:
     """A guard's `name` (its source, as dynamo writes it) cut to its leading object and `depth`
     attributes or items: `list.__getitem__(G['model']._layers, 4).bias._value` ->
     `model._layers[4]`, `G['__import_keras_dot_src_dot_ops_dot_numpy'].any_symbolic_tensors.__defaults__`
-    -> `keras.src.ops.numpy.any_symbolic_tensors.__defaults__`. Of the calls dynamo wraps a
+    -> `keras.src.ops.numpy.any_symbolic_tensors.__defaults__`; a closure cell
+    (`.__closure__[0].cell_contents`) is one step. Of the calls dynamo wraps a
     source in, `list.__getitem__(x, i)` reads `x[i]`, `type(x)` reads `x.__class__`, the others
     (`dict(...)`, `len(...)`) are dropped. A guard without a name (grad mode, default device,
     ...) is `(global state)`."""

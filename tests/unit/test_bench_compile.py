@@ -298,6 +298,7 @@ def compile_module() -> ModuleType:
     ("G['_139693070235616_c0'].Tensor", "(constant).Tensor"),
     ("L['x'].size()[0]", "x.size()[0]"),
     ("len(L['args'])", "args"),
+    ("L['one_step'].__closure__[0].cell_contents._layers[1].kernel", "one_step.__closure__[0].cell_contents._layers"),
     ("", "(global state)"),
 ])
 def test_a_guard_s_source_is_its_leading_object_and_two_steps(compile_module: ModuleType, name: str,

@@ -69,6 +69,7 @@ SERIES_PACKAGES = (
     "codemods.standardize_dtype_memo",
     "codemods.dense_kernel_fast_path",
     "codemods.layer_call_proven_steps",
+    "codemods.layer_clear_losses_skip_empty",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

@@ -158,6 +158,12 @@ LAYER_V4 = textwrap.dedent(
                 if backend.get_keras_mask(tensor) is None and mask is not None:
                     backend.set_keras_mask(tensor, mask)
 
+        def _clear_losses(self):
+            self._losses.clear()
+            self._loss_ids.clear()
+            for layer in self._layers:
+                layer._clear_losses()
+
 
     def is_backend_tensor_or_symbolic(x, allow_none=False):
         if allow_none and x is None:
@@ -243,6 +249,7 @@ LAYER_V4 = textwrap.dedent(
     # What Keras's layer.py imports at its top and the layer-call-proven-steps helper reads.
     from keras.src.backend.common import global_state  # noqa: E402
     from keras.src.distribution import distribution_lib  # noqa: E402
+    from keras.src.utils import tracking  # noqa: E402
     '''
 )
 
@@ -303,9 +310,10 @@ def keras_stand_ins(fake_backend: object) -> dict[str, object]:
     """What `run_module(text, name, stand_ins)` is handed to execute a text of `LAYERS` (patched
     or not): the stand-in `fake_backend` (its `backend`, `tree`, `KerasTensor`) for the Keras
     imports the texts have (`from keras.src import backend, tree`, `from keras.src.backend import
-    KerasTensor`, `global_state` and `distribution_lib`)."""
+    KerasTensor`, `global_state`, `distribution_lib` and `tracking`)."""
     return {"keras.src": fake_backend, "keras.src.backend": fake_backend,
-            "keras.src.backend.common": fake_backend, "keras.src.distribution": fake_backend}
+            "keras.src.backend.common": fake_backend, "keras.src.distribution": fake_backend,
+            "keras.src.utils": fake_backend}
 
 
 
@@ -361,7 +369,7 @@ def patched(layer: str) -> str:
 CASES = (
     Case("layer(x) builds its CallSpec through CallSpec._fast (V4)", LAYER_V4, after=patched(LAYER_V4),
          detail="CallSpec variant V4",
-         anchors=(("layer_class", 10), ("call_signature", 13), ("callspec_construction", 36), ("callspec_class", 145))),
+         anchors=(("layer_class", 10), ("call_signature", 13), ("callspec_construction", 36), ("callspec_class", 151))),
     Case("upstream's comment lines stay above the guard, odd formatting node for node",
          LAYER_V4.replace("args, kwargs\n        )\n        self.last", "args, kwargs)   # odd\n        self.last"),
          after=patched(LAYER_V4).replace("args, kwargs\n            )\n        self.last", "args, kwargs)   # odd\n        self.last")),

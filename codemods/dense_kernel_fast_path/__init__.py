@@ -81,12 +81,12 @@ def _body(cls: str, path: str) -> Anchor:
 class DenseKernelFastPath(DeclaredPatch):
     name = "dense-kernel-fast-path"
     #: 2: the fast path's reads in upstream's order (v1 read `lora_enabled` before the flags).
-    version = "2"
+    version = "3"
     headers = Headers(
         description="The kernel property of Dense and EinsumDense returns _kernel at once for a built layer "
         "that is not quantized and has no LoRA, when its calibration-flag look-ups would find a bool or nothing.",
         origin="ours", bug="https://github.com/keras-team/keras/issues/22561",
-        forwarded="not-needed", applied_upstream=None, last_update="2026-12-05",
+        forwarded="not-needed", applied_upstream=None, last_update="2026-12-08",
     )
     files = (DENSE_PY, EINSUM_PY)
     since = "3.12.0"

@@ -137,4 +137,8 @@ MUTANTS = (
     Mutant("the check does not look where torch's __getattr__ looks",
            '                for store in ("_parameters", "_buffers", "_modules"):\n',
            "                for store in ():\n"),
+    Mutant("the class's answer stored while torch.compile traces (a store replayed after every compiled call)",
+           '            if not getattr(getattr(torch, "compiler", None), "is_compiling", bool)():\n'
+           "                _KERNEL_PLAIN_CLASSES[cls] = plain\n",
+           "            _KERNEL_PLAIN_CLASSES[cls] = plain\n"),
 )

@@ -47,7 +47,11 @@ def helpers():
                 and getattr(cls, "quantization_mode", None) is Layer.__dict__.get("quantization_mode")
                 and not any(hasattr(cls, name) for name in (*_KERNEL_FLAGS, "built", "lora_enabled"))
             )
-            _KERNEL_PLAIN_CLASSES[cls] = plain
+            # Not remembered while torch.compile traces: dynamo would replay the store
+            # after every compiled call, and its guard on the missing class would
+            # recompile the next one.
+            if not getattr(getattr(torch, "compiler", None), "is_compiling", bool)():
+                _KERNEL_PLAIN_CLASSES[cls] = plain
         if not plain:
             return False
         state = layer.__dict__

@@ -59,12 +59,12 @@ PREVIOUS_MASK = (
 
 class LayerCallFastLane(DeclaredPatch):
     name = "layer-call-fast-lane"
-    version = "1"
+    version = "2"
     headers = Headers(
         description="Layer.__call__ skips the positional check, a known-passing input-spec check, mask "
         "population, the previous-mask walk, mask metadata and Node detection for an eager one-tensor call.",
         origin="ours", bug="https://github.com/keras-team/keras/issues/22561",
-        forwarded="not-needed", applied_upstream=None, last_update="2026-12-04",
+        forwarded="not-needed", applied_upstream=None, last_update="2026-12-08",
     )
     files = (LAYER_PY,)
     since = "3.11.0"

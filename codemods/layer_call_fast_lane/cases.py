@@ -122,5 +122,9 @@ MUTANTS = (
     Mutant("a call() taking `mask` takes the lane",
            '        or "mask" in call_spec.argument_names\n', ""),
     Mutant("the lane taken while torch.compile traces (dynamo guards on its weak-keyed records)",
-           " and not _layer_call_fast_lane_compiling()\n", "\n"),
+           "            _layer_call_fast_lane_compiling()\n            or len(args) != 1\n",
+           "            len(args) != 1\n"),
+    Mutant("the spec's record written while torch.compile traces (a store replayed after every compiled call)",
+           "        if _layer_call_fast_lane_compiling():\n            return\n        spec = layer._input_spec\n",
+           "        spec = layer._input_spec\n"),
 )

@@ -61,9 +61,11 @@ def helper():
     def _layer_call_fast_lane(layer, args, call_spec):
         """Whether `layer(x)` is one eager backend tensor passed alone as the
     first argument of a `call()` that takes no `mask`, on a class whose
-    input-spec and mask methods are Layer's own (not on TensorFlow)."""
+    input-spec and mask methods are Layer's own (not on TensorFlow), and
+    torch.compile is not tracing."""
         if (
-            len(args) != 1
+            _layer_call_fast_lane_compiling()
+            or len(args) != 1
             or not call_spec.eager
             or call_spec.first_arg is not args[0]
             or len(call_spec.tensor_arguments_dict) != 1
@@ -78,7 +80,7 @@ def helper():
                 for name, attr in zip(_LAYER_CALL_FAST_LANE_ATTRS, _LAYER_CALL_FAST_LANE_STOCK)
             )
             _layer_call_fast_lane_classes[cls] = stock
-        return stock and backend.backend() != "tensorflow" and not _layer_call_fast_lane_compiling()
+        return stock and backend.backend() != "tensorflow"
 
     def _layer_call_fast_lane_compiling():
         """Whether torch.compile is tracing: then upstream's steps are traced (dynamo
@@ -103,7 +105,11 @@ def helper():
         )
 
     def _layer_call_fast_lane_spec_passed(layer, x):
-        """Remember that `layer`'s single `InputSpec` accepted the tensor `x`."""
+        """Remember that `layer`'s single `InputSpec` accepted the tensor `x`
+    (not while torch.compile traces: dynamo would replay the store after every
+    compiled call)."""
+        if _layer_call_fast_lane_compiling():
+            return
         spec = layer._input_spec
         if (
             type(spec) is input_spec.InputSpec

@@ -61,7 +61,7 @@ def _gate(body: str, name: str = "conversion gate", reported: bool = True) -> An
 
 class LayerCallFlatConversion(DeclaredPatch):
     name = "layer-call-flat-conversion"
-    version = "1"
+    version = "2"
     headers = Headers(
         description=(
             "Layer.__call__ converts flat args and kwargs (leaves only) with one maybe_convert call per value, in "
@@ -73,7 +73,7 @@ class LayerCallFlatConversion(DeclaredPatch):
         bug=None,
         forwarded="not-needed",
         applied_upstream=None,
-        last_update="2026-12-02",
+        last_update="2026-12-08",
     )
     files = (LAYER_PY,)
     # The gate's shape (`original_kwargs`, the symbolic operand) that the anchors were checked

@@ -122,6 +122,9 @@ CASES = (
 MUTANTS = (
     Mutant("a None kwarg is not passed to maybe_convert", "            if value is None and not none_visited:\n",
            "            if value is None:\n"),
+    Mutant("the tree's mode stored while torch.compile traces (a store replayed after every compiled call)",
+           "            if not _layer_call_flat_compiling():\n                _LAYER_CALL_FLAT_TREE[\"mode\"] = mode\n",
+           "            _LAYER_CALL_FLAT_TREE[\"mode\"] = mode\n"),
 )
 
 

@@ -20,6 +20,8 @@ def gate_body(maybe_convert, args, kwargs):
 
 def helpers():
     # forkgen: layer-call-flat-conversion
+    import sys as _layer_call_flat_sys
+
     # A tuple, not a frozenset: torch.compile's guards on a set of classes fail.
     _LAYER_CALL_FLAT_SCALARS = (type(None), bool, int, float, str)
     _LAYER_CALL_FLAT_LEAVES = {}
@@ -54,7 +56,8 @@ def helpers():
                     (1, None, 2, 3, None, 4): (False, True),
                     (1, 2, 3, 4): (False, False),
                 }.get(tuple(calls), False)
-            _LAYER_CALL_FLAT_TREE["mode"] = mode
+            if not _layer_call_flat_compiling():
+                _LAYER_CALL_FLAT_TREE["mode"] = mode
         return mode
 
     def _layer_call_is_flat_leaf(value):
@@ -69,8 +72,16 @@ def helpers():
             leaf = is_backend_tensor_or_symbolic(value) and not tree.is_nested(
                 value
             )
-            _LAYER_CALL_FLAT_LEAVES[cls] = leaf
+            if not _layer_call_flat_compiling():
+                _LAYER_CALL_FLAT_LEAVES[cls] = leaf
         return leaf
+
+    def _layer_call_flat_compiling():
+        """Whether torch.compile is tracing: then the answers above are not
+    remembered (a store dynamo traces is a write it replays after every
+    compiled call, and the guard on the missing key recompiles the next one)."""
+        torch = _layer_call_flat_sys.modules.get("torch")
+        return torch is not None and getattr(getattr(torch, "compiler", None), "is_compiling", bool)()
 
     def _layer_call_convert_flat(maybe_convert, args, kwargs):
         """`(tree.map_structure(maybe_convert, args),

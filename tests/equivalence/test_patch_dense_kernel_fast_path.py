@@ -186,3 +186,27 @@ def test_a_compiled_model_compiles_as_with_upstreams_property() -> None:
         theirs = compiled(model, data)
     fork.no_worse_than(theirs)
     torch.testing.assert_close(fork.result, expected, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
+def test_a_compiled_call_does_not_remember_the_class() -> None:
+    """While torch.compile traces, the per-class answer is computed but not stored: a traced
+    store is a write dynamo replays after every compiled call, and its guard on the class
+    missing at trace time recompiles the next call."""
+    import torch
+    import torch._dynamo
+
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    x = torch.ones(2, 4)
+    saved = dict(dense._KERNEL_PLAIN_CLASSES)
+    dense._KERNEL_PLAIN_CLASSES.clear()
+    torch._dynamo.reset()
+    try:
+        got = torch.compile(lambda t: layer(t), backend="eager")(x)
+        remembered = dict(dense._KERNEL_PLAIN_CLASSES)
+    finally:
+        torch._dynamo.reset()
+        dense._KERNEL_PLAIN_CLASSES.update(saved)
+    assert remembered == {}
+    assert torch.equal(got, layer(x))

@@ -345,3 +345,29 @@ def test_the_lane_stands_aside_while_torch_compile_traces() -> None:
         torch._dynamo.reset()
     assert seen and not any(seen)
     assert compiled == eager
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_a_compiled_call_records_no_spec_and_compiles_once() -> None:
+    """While torch.compile traces, no input spec is recorded (a traced store is a write dynamo
+    replays after every compiled call; and a record missing at trace time is a guard that
+    recompiles the next call): a Dense whose spec record is dropped after its eager call
+    compiles once for three calls and leaves its spec unrecorded."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    layer = keras.layers.Dense(3)
+    x = torch.ones(2, 4)
+    eager = to_numpy(layer(x)).tolist()
+    layer_module._layer_call_fast_lane_specs.pop(layer._input_spec, None)
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    try:
+        compiled = torch.compile(lambda t: layer(t), backend=counter)
+        outputs = [to_numpy(compiled(x)).tolist() for _ in range(3)]
+    finally:
+        torch._dynamo.reset()
+    assert layer._input_spec is not None and layer._input_spec not in layer_module._layer_call_fast_lane_specs
+    assert counter.frame_count == 1
+    assert outputs == [eager] * 3

@@ -239,3 +239,34 @@ def test_layer_call_matches_upstream_path(data, with_mask, cache_as, index, scal
     with upstream_path():
         upstream = run(x, kwargs)
     assert repr(patched) == repr(upstream)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile")
+def test_a_compiled_call_remembers_nothing_and_compiles_once() -> None:
+    """While torch.compile traces, the memos are read, not written: a traced store would be
+    replayed after every compiled call, and the guard on the key missing at trace time would
+    recompile the next call. The MLP's Sequential call reaches the conversion for the first
+    time while tracing when the eager call before took the fast lanes."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(2)])
+    x = torch.ones(5, 4)
+    eager = to_numpy(model(x, training=False)).tolist()
+    saved = (dict(layer_module._LAYER_CALL_FLAT_TREE), dict(layer_module._LAYER_CALL_FLAT_LEAVES))
+    layer_module._LAYER_CALL_FLAT_TREE.clear()
+    layer_module._LAYER_CALL_FLAT_LEAVES.clear()
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    try:
+        compiled = torch.compile(lambda t: model(t, training=False), backend=counter)
+        outputs = [to_numpy(compiled(x)).tolist() for _ in range(3)]
+        remembered = (dict(layer_module._LAYER_CALL_FLAT_TREE), dict(layer_module._LAYER_CALL_FLAT_LEAVES))
+    finally:
+        torch._dynamo.reset()
+        layer_module._LAYER_CALL_FLAT_TREE.update(saved[0])
+        layer_module._LAYER_CALL_FLAT_LEAVES.update(saved[1])
+    assert outputs == [eager] * 3
+    assert remembered == ({}, {})
+    assert counter.frame_count == 1

@@ -81,3 +81,20 @@ tree = types.SimpleNamespace(is_nested=_is_nested, flatten=_flatten, map_structu
 #: What layer.py reads of Keras's global state and distribution: nothing set, no distribution.
 global_state = types.SimpleNamespace(get_global_attribute=lambda name, default=None, set_to_default=False: default)
 distribution_lib = types.SimpleNamespace(distribution=lambda: None)
+
+
+class TrackedList(list):
+    """Keras's tracked list as far as `layer-clear-losses-skip-empty` sees it: a `clear` of its own."""
+
+    def clear(self) -> None:
+        super().clear()
+
+
+class TrackedSet(set):
+    """Keras's tracked set as far as `layer-clear-losses-skip-empty` sees it: a `clear` of its own."""
+
+    def clear(self) -> None:
+        super().clear()
+
+
+tracking = types.SimpleNamespace(TrackedList=TrackedList, TrackedSet=TrackedSet)

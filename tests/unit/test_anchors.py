@@ -58,30 +58,30 @@ REFUSED = [
         40,
     ),
     (Mutation("CallSpec renamed", "CallSpec", "CallSignatureSpec", count=4), "class CallSpec", 1),
-    (Mutation("CallSpec defined twice", "\n\ndef get_shapes_dict", "\n\nclass CallSpec:\n    pass\n\n\ndef get_shapes_dict"), "class CallSpec", 199),
+    (Mutation("CallSpec defined twice", "\n\ndef get_shapes_dict", "\n\nclass CallSpec:\n    pass\n\n\ndef get_shapes_dict"), "class CallSpec", 205),
     (
         Mutation("a ninth attribute", "        self.first_arg = arg_dict[arg_names[0]]\n",
                  "        self.first_arg = arg_dict[arg_names[0]]\n        self.ninth = 9\n"),
         "CallSpec.__init__",
-        184,
+        190,
     ),
-    (Mutation("an attribute dropped", "        self.tensor_arguments_names = tensor_arg_names\n", ""), "CallSpec.__init__", 146),
+    (Mutation("an attribute dropped", "        self.tensor_arguments_names = tensor_arg_names\n", ""), "CallSpec.__init__", 152),
     (
         Mutation("a new __init__ parameter", "def __init__(self, signature, call_context_args, args, kwargs):",
                  "def __init__(self, signature, call_context_args, args, kwargs, strict):"),
         "CallSpec.__init__",
-        146,
+        152,
     ),
     (
         Mutation("the pre-3.10 constructor", "def __init__(self, signature, call_context_args, args, kwargs):",
                  "def __init__(self, signature, args, kwargs):"),
         "CallSpec.__init__",
-        146,
+        152,
     ),
     (
         Mutation("nested test without len()", "elif tree.is_nested(value) and len(value) > 0:", "elif tree.is_nested(value):"),
         "CallSpec.__init__",
-        146,
+        152,
     ),
     (
         Mutation("CallSpec built twice in __call__", CONSTRUCTION,
@@ -101,16 +101,16 @@ REFUSED = [
                  "def is_backend_tensor_or_symbolic(x, allow_none=False):\n    if allow_none and x is None:\n        return True\n"
                  "    return backend.is_tensor(x) or isinstance(x, backend.KerasTensor)\n", ""),
         "is_backend_tensor_or_symbolic",  # the engine's name check: each name, where the code using it goes
-        141,
+        147,
     ),
     (
         Mutation("the tensor-check helper without allow_none",
                  "def is_backend_tensor_or_symbolic(x, allow_none=False):\n    if allow_none and x is None:\n        return True\n",
                  "def is_backend_tensor_or_symbolic(x):\n"),
         "is_backend_tensor_or_symbolic",
-        139,
+        145,
     ),
-    (Mutation("tree no longer imported", "from keras.src import tree\n", ""), "tree", 144),
+    (Mutation("tree no longer imported", "from keras.src import tree\n", ""), "tree", 150),
     (Mutation("Layer renamed", "class Layer:", "class BaseLayer:"), "class Layer", 1),
     (Mutation("__call__ without **kwargs", "def __call__(self, *args, **kwargs):", "def __call__(self, *args):"), "Layer.__call__", 10),
 ]
@@ -160,7 +160,7 @@ def test_reports_every_anchor_with_its_line() -> None:
         ("layer_class", 10),
         ("call_signature", 13),
         ("callspec_construction", 36),
-        ("callspec_class", 145),
+        ("callspec_class", 151),
     ]
     assert not any(analysis.applied.values()) and not check.present
 

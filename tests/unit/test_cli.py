@@ -67,7 +67,7 @@ def test_analyze_reports_every_anchor(tmp_path: Path, capsys: pytest.CaptureFixt
     assert report["changes"] == sorted({switching.SWITCHES_PY, *(f for p in report["patches"] for f in p["files"])})
     base = report["patches"][0]
     assert base["name"] == "callspec-fast-path" and base["outcome"] == "applied" and not base["present"]
-    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 145
+    assert {a["name"]: a["line"] for a in base["anchors"]}["callspec_class"] == 151
 
 
 @pytest.mark.parametrize("command", ["analyze", "apply"])

@@ -70,6 +70,7 @@ SERIES_PACKAGES = (
     "codemods.dense_kernel_fast_path",
     "codemods.layer_call_proven_steps",
     "codemods.layer_clear_losses_skip_empty",
+    "codemods.torch_tree_one_level_flatten",
 )
 
 #: The prefix of the wheel's default local label (`<prefix>.<digest of the applied patches>`).

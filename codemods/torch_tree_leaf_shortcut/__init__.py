@@ -54,11 +54,17 @@ NIGHTLY = f"{FUNCTION}_with_changed returns a leaf as it is (keras-nightly's sha
 FIRST_FORM = f"{FUNCTION} returns a leaf first (keras#23201's first form)"
 
 
+#: What may stand above the flatten: forkgen's short-cut, and torch-tree-one-level-flatten's
+#: direct flatten (`node_def = ...` and its `if`), each if in.
+_HEADS = ("", "if __: return structure\n", "node_def = __\nif __: ___\n",
+          "if __: return structure\nnode_def = __\nif __: ___\n")
+
+
 def _traverse_children(*forms: str) -> tuple[str, ...]:
     """`traverse_children` in each form: the flatten, then the single-leaf test (forkgen's
-    short-cut, if in, above them)."""
+    short-cut, and torch-tree-one-level-flatten's piece, if in, above them)."""
     return tuple(f"def traverse_children():\n{head}{form}\n{SINGLE_LEAF}\nelse: ___\n___".replace("\n", "\n    ")
-                 for form in forms for head in ("", "if __: return structure\n"))
+                 for form in forms for head in _HEADS)
 
 
 TRAVERSE_CHILDREN = _traverse_children(FLATTEN, MASTER)

@@ -78,6 +78,9 @@ def test_trainable_flipped_after_compiling(compile_eager: Any) -> None:
 
 
 def test_a_layer_s_dtype_policy_changed_after_compiling(compile_eager: Any) -> None:
+    setter = getattr(getattr(keras.layers.Layer, "dtype_policy", None), "fset", None)
+    if setter is None:
+        pytest.skip("this release's Layer has no dtype_policy setter")
     keras.utils.set_random_seed(6)
     layer = keras.layers.Dense(3)
     x = inputs(2)
